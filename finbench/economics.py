@@ -1,0 +1,105 @@
+"""Costs and the merchant's terminal position (SPEC §5)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from finbench import constants as C
+
+
+@dataclass(frozen=True)
+class Costs:
+    """The constants that decide what is expensive (the paper's §VII sweep moves the first three)."""
+
+    cogs_rate: float = 0.60
+    dispute_fee: float = 25.0
+    escalation_cost: float = 18.0
+    step_budget: int = 40
+    read_ticks: int = 1
+    probe_ticks: int = 5
+
+    def key(self) -> str:
+        return repr(tuple(asdict(self).values()))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the case came to: the position and its breakdown, plus what happened to money."""
+
+    position: float
+    cash: float
+    cogs: float
+    liability: float
+    dispute_fee: float
+    escalation: float
+    unrelated: float
+    shipped: bool
+    refunded: float
+    chargeback: float
+    human_action: str | None
+    human_t: int | None = None
+    human_refund_t: int | None = None
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        return {"cash": self.cash, "cogs": self.cogs, "liability": self.liability,
+                "dispute_fee": self.dispute_fee, "escalation": self.escalation}
+
+
+def settle_case(task, captures, disposition: str | None, disposition_t: int, costs: Costs,
+                unrelated_effects: int = 0) -> Outcome:
+    """Run the case's money to HORIZON and compute the position.
+
+    `captures` are the case order's captures (original and agent-created).
+    An escalated case is finished by the human clerk of SPEC §4: ship at the
+    first settlement if that is by SHIP_BY; otherwise, once every capture is
+    determined, refund if anything settled, else write off; after shipping,
+    return whatever was collected beyond the order value.
+    An effect on the unrelated order costs that order's value, taken from cash.
+    """
+    v = task.order_value
+    settles = sorted(c.terminal_at for c in captures if c.outcome == "settled" and c.terminal_at <= C.HORIZON)
+    shipped = disposition == "ship"
+    refund_t = disposition_t if disposition == "refund" else None
+    excess_t = None
+    human = human_t = None
+    if disposition == "escalate":
+        determined = min(C.HORIZON, max(c.terminal_at for c in captures))
+        act_t = max(disposition_t, settles[0]) if settles else None
+        if act_t is not None and act_t <= C.SHIP_BY:
+            human, human_t, shipped, excess_t = "ship", act_t, True, max(determined, act_t)
+        elif settles:
+            human, refund_t = "refund", max(determined, disposition_t)
+            human_t = refund_t
+        else:
+            human, human_t = "write_off", max(determined, disposition_t)
+    timeline = [(t, 0, "settle") for t in settles]
+    if task.chargeback_at is not None and task.chargeback_at <= C.HORIZON:
+        timeline.append((task.chargeback_at, 1, "chargeback"))
+    if refund_t is not None:
+        timeline.append((refund_t, 2, "refund"))
+    if excess_t is not None:
+        timeline.append((excess_t, 3, "excess"))
+    cash = refunded = charged_back = 0.0
+    was_refunded = False
+    for _, _, what in sorted(timeline):
+        if what == "settle":
+            cash += v
+        elif what == "chargeback":
+            if not was_refunded and cash > 0:
+                charged_back, cash = cash, 0.0
+        elif what == "refund":
+            refunded += cash
+            cash, was_refunded = 0.0, True
+        elif what == "excess" and cash > v:
+            refunded += cash - v
+            cash = v
+    cogs = costs.cogs_rate * v if shipped else 0.0
+    liability = max(0.0, cash - (v if shipped else 0.0))
+    fee = costs.dispute_fee if (liability > 0.005 or charged_back > 0) else 0.0
+    esc = costs.escalation_cost if disposition == "escalate" else 0.0
+    unrelated = unrelated_effects * task.other_order_value
+    net_cash, cogs, liability = round(cash - unrelated, 6), round(cogs, 6), round(liability, 6)
+    position = net_cash - cogs - liability - fee - esc
+    return Outcome(position, net_cash, cogs, liability, fee, esc, unrelated, shipped,
+                   round(refunded, 6), round(charged_back, 6), human, human_t,
+                   excess_t if human == "ship" else refund_t)

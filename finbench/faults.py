@@ -1,0 +1,181 @@
+"""Fault profiles and the delivery pipeline that applies them (SPEC §3).
+
+A delivery is one canonical event on its way to one system. The pipeline runs
+in SPEC's fixed order: loss, delay, duplicate (a copy draws nothing further),
+the bank's batching, then bounded reorder; partial commit marks ledger
+settlement postings. Every draw is addressed by (unit stream, seed, family,
+delivery id), see `finbench.rng`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from finbench import constants as C
+from finbench.rng import integer, uniform
+
+
+@dataclass(frozen=True)
+class FaultProfile:
+    """Which fault families are on, and how often each fires."""
+
+    intensity: float = C.DEFAULT_INTENSITY
+    families: frozenset = field(default_factory=lambda: frozenset(C.FAMILIES))
+
+    def __post_init__(self):
+        fams = frozenset(self.families)
+        _check(fams)
+        object.__setattr__(self, "families", fams)
+        if not 0.0 <= float(self.intensity) <= 1.0:
+            raise ValueError(f"intensity must be in [0, 1], got {self.intensity!r}")
+
+    @classmethod
+    def default(cls, intensity: float = C.DEFAULT_INTENSITY) -> FaultProfile:
+        return cls(intensity, frozenset(C.FAMILIES))
+
+    @classmethod
+    def none(cls) -> FaultProfile:
+        return cls(C.DEFAULT_INTENSITY, frozenset())
+
+    @classmethod
+    def only(cls, *families: str, intensity: float = C.DEFAULT_INTENSITY) -> FaultProfile:
+        _check(families)
+        return cls(intensity, frozenset(families))
+
+    @classmethod
+    def without(cls, *families: str, intensity: float = C.DEFAULT_INTENSITY) -> FaultProfile:
+        _check(families)
+        return cls(intensity, frozenset(C.FAMILIES) - frozenset(families))
+
+    def on(self, family: str) -> bool:
+        return family in self.families
+
+    @property
+    def name(self) -> str:
+        """A short stable label: 'all', 'none', 'only:loss', 'without:delay', ..."""
+        fams = [f for f in C.FAMILIES if f in self.families]
+        if len(fams) == len(C.FAMILIES):
+            label = "all"
+        elif not fams:
+            label = "none"
+        elif len(fams) <= 3:
+            label = "only:" + "+".join(fams)
+        else:
+            label = "without:" + "+".join(f for f in C.FAMILIES if f not in self.families)
+        return label if self.intensity == C.DEFAULT_INTENSITY or not fams else f"{label}@{self.intensity:g}"
+
+    def key(self) -> str:
+        """Canonical text for cache keys."""
+        return f"{self.intensity!r}|" + ",".join(sorted(self.families))
+
+
+def _check(families) -> None:
+    bad = [f for f in families if f not in C.FAMILIES]
+    if bad:
+        raise ValueError(f"unknown fault family {bad[0]!r}; valid families: {', '.join(C.FAMILIES)}")
+
+
+class Delivery:
+    """One arrival at one system. `seq` breaks ties in (arrival, seq) order."""
+
+    __slots__ = ("id", "system", "event", "group", "arrival", "earliest", "seq", "partial")
+
+    def __init__(self, id, system, event, group, arrival, earliest, seq, partial=False):
+        self.id = id
+        self.system = system
+        self.event = event
+        self.group = group
+        self.arrival = arrival
+        self.earliest = earliest
+        self.seq = seq
+        self.partial = partial
+
+    def __repr__(self):
+        return f"Delivery({self.id!r}, t={self.arrival}, event_t={self.event.t})"
+
+
+@dataclass
+class Spec:
+    """What the world asks the pipeline to deliver: one event to one system."""
+
+    id: str
+    system: str
+    event: object
+    group: str
+    arrival: int
+    drop: bool = False  # archetype: the delivery is lost by construction
+    copy_gap: int = 0  # archetype: a second copy this many ticks later
+    partial: bool = False  # archetype: the ledger half-commits
+    faultable: bool = True
+
+
+def _batch(t: int) -> int:
+    return (t // C.BANK_BATCH + 1) * C.BANK_BATCH
+
+
+def deliver(specs: list[Spec], stream: str, seed: int, profile: FaultProfile,
+            firings: list, seq_start: int = 0) -> list[Delivery]:
+    """Run the fault pipeline over `specs`; append (family, id) to `firings`."""
+    p = profile.intensity
+    on = profile.families
+    out: list[Delivery] = []
+    seq = seq_start
+    for s in specs:
+        if s.drop:
+            continue
+        ev_t = s.event.t
+        earliest = ev_t + 1 if s.system == "bank" else ev_t
+        arrival = s.arrival
+        copies = []
+        if s.faultable:
+            if "loss" in on and uniform(stream, seed, "loss", s.id) < p:
+                firings.append(("loss", s.id))
+                continue
+            if "delay" in on and uniform(stream, seed, "delay", s.id) < p:
+                firings.append(("delay", s.id))
+                arrival += integer(*C.DELAY_RANGE, stream, seed, "delay-by", s.id)
+            if "duplicate" in on and uniform(stream, seed, "duplicate", s.id) < p:
+                firings.append(("duplicate", s.id))
+                copies.append(arrival + integer(*C.DUPLICATE_GAP, stream, seed, "duplicate-gap", s.id))
+        if s.copy_gap:
+            copies.append(arrival + s.copy_gap)
+        partial = s.partial
+        if (s.faultable and not partial and s.system == "ledger" and s.event.kind == "capture_settled"
+                and "partial_commit" in on and uniform(stream, seed, "partial_commit", s.id) < p):
+            firings.append(("partial_commit", s.id))
+            partial = True
+        times = [arrival] + copies
+        if s.system == "bank":
+            times = [_batch(t) for t in times]
+        for i, t in enumerate(times):
+            out.append(Delivery(s.id if i == 0 else f"{s.id}#copy{i}", s.system, s.event, s.group,
+                                t, earliest, seq, partial if i == 0 else False))
+            seq += 1
+    if "reorder" in on:
+        _reorder(out, stream, seed, p, firings)
+    return out
+
+
+def _reorder(ds: list[Delivery], stream: str, seed: int, p: float, firings: list) -> None:
+    """Exchange arrivals of adjacent deliveries of one system and one origin.
+
+    A pair is adjacent in (arrival, seq) order, within REORDER_WINDOW ticks,
+    and is swapped only if neither delivery would then arrive before the
+    event it describes. Each delivery takes part in at most one swap, so no
+    delivery moves more than the window.
+    """
+    lanes: dict[tuple, list[Delivery]] = {}
+    for d in ds:
+        lanes.setdefault((d.system, d.group), []).append(d)
+    for lane in lanes.values():
+        lane.sort(key=lambda d: (d.arrival, d.seq))
+        i = 0
+        while i < len(lane) - 1:
+            a, b = lane[i], lane[i + 1]
+            gap = b.arrival - a.arrival
+            if 0 < gap <= C.REORDER_WINDOW and a.arrival >= b.earliest:
+                if uniform(stream, seed, "reorder", a.id, b.id) < p:
+                    a.arrival, b.arrival = b.arrival, a.arrival
+                    firings.append(("reorder", (a.id, b.id)))
+                    i += 2
+                    continue
+            i += 1

@@ -1,0 +1,71 @@
+"""Tables for machines (CSV, full precision) and people (Markdown), both stamped
+with the corpus fingerprint and the parameters they ran with."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from finbench import constants as C
+
+
+def _stamp(meta: dict) -> list[str]:
+    return [f"{k}: {v}" for k, v in meta.items()]
+
+
+def write_table(df: pd.DataFrame, stem: str, meta: dict, tables_dir: str | Path = "tables",
+                title: str | None = None, floatfmt: str = ".2f", notes: list[str] | None = None) -> list[Path]:
+    """Write `<stem>.csv` (comment lines of metadata, then the data) and `<stem>.md`."""
+    out = Path(tables_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv = out / f"{stem}.csv"
+    md = out / f"{stem}.md"
+    header = "".join(f"# {line}\n" for line in _stamp(meta))
+    csv.write_text(header + df.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
+    lines = [f"# {title or stem}", ""]
+    lines += [f"- {line}" for line in _stamp(meta)]
+    lines += ["", df.to_markdown(index=False, floatfmt=floatfmt), ""]
+    if notes:
+        lines += [*notes, ""]
+    md.write_text("\n".join(lines))
+    return [csv, md]
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV written by `write_table` (metadata comment lines skipped)."""
+    return pd.read_csv(path, comment="#")
+
+
+def corpus_table(corpus) -> pd.DataFrame:
+    """The archetype mix: tasks, twins, units, value and determination-time ranges."""
+    rows = []
+    tasks = list(corpus)
+    for a in C.ARCHETYPES:
+        ts = [t for t in tasks if t.archetype == a]
+        if not ts:
+            continue
+        rows.append({
+            "archetype": a,
+            "tasks": len(ts),
+            "twin_tasks": sum(t.twin_id is not None for t in ts),
+            "settle": sum(t.outcome == "settled" for t in ts),
+            "fail": sum(t.outcome == "failed" for t in ts),
+            "value_min": min(t.order_value for t in ts),
+            "value_max": max(t.order_value for t in ts),
+            "value_mean": round(sum(t.order_value for t in ts) / len(ts), 2),
+            "determined_min": min(t.determined_at for t in ts),
+            "determined_max": max(t.determined_at for t in ts),
+        })
+    df = pd.DataFrame(rows)
+    total = {"archetype": "total", "tasks": len(tasks), "twin_tasks": int(df.twin_tasks.sum()),
+             "settle": int(df.settle.sum()), "fail": int(df.fail.sum()),
+             "value_min": df.value_min.min(), "value_max": df.value_max.max(),
+             "value_mean": round(sum(t.order_value for t in tasks) / len(tasks), 2),
+             "determined_min": df.determined_min.min(), "determined_max": df.determined_max.max()}
+    return pd.concat([df, pd.DataFrame([total])], ignore_index=True)
+
+
+def corpus_meta(corpus, **params) -> dict:
+    return {"corpus": corpus.fingerprint, "master_seed": corpus.master_seed, "tasks": len(corpus),
+            "units": len(corpus.units), "twin_pairs": len(corpus.twin_pairs),
+            "engine": C.ENGINE_VERSION, **params}

@@ -1,0 +1,190 @@
+"""One task's world for one seed and fault profile: the canonical log, the
+delivery streams to the four systems, reads, and the authoritative probe."""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import lru_cache
+
+from finbench import constants as C
+from finbench.corpus import Event, Task
+from finbench.faults import Delivery, FaultProfile, Spec, deliver
+from finbench.rng import integer, uniform
+from finbench.systems import RECEIVES, completed_order_views, fold_bank, fold_erp, fold_ledger, fold_processor
+
+
+@dataclass
+class Capture:
+    """A capture in the canonical log (the original, or one the agent created)."""
+
+    id: str
+    key: str
+    order_id: str
+    amount: float
+    submitted_at: int
+    terminal_at: int
+    outcome: str
+
+    def status(self, t: int) -> str:
+        return self.outcome if self.terminal_at <= t else "unknown"
+
+
+def _stage(kind: str) -> str:
+    return "terminal" if kind in ("capture_settled", "capture_failed") else kind
+
+
+def event_specs(task: Task, events, group: str) -> list[Spec]:
+    """Delivery specs for canonical events, with the archetype's built-in perturbations.
+
+    Delivery ids do not say whether a terminal event settled or failed, so the
+    two twins of a pair draw identical faults on every delivery they share.
+    """
+    specs = []
+    for e in events:
+        for system in RECEIVES[e.kind]:
+            did = f"{e.capture or 'order'}:{_stage(e.kind)}:{system}"
+            arrival = e.t + C.LATENCY[system]
+            spec = Spec(did, system, e, group, arrival)
+            terminal = e.kind in ("capture_settled", "capture_failed")
+            original = e.capture == C.ORIGINAL_CAPTURE
+            a = task.archetype
+            if terminal and system == "processor" and a == "stale_processor":
+                spec.arrival += task.processor_lag
+            if terminal and original and e.kind == "capture_settled":
+                if a == "lost_settlement" and system in ("processor", "erp"):
+                    spec.drop = True
+                elif a == "duplicate_settlement" and system in ("ledger", "bank"):
+                    spec.copy_gap = task.duplicate_gap
+                elif a == "partial_ledger" and system == "ledger":
+                    spec.partial = True
+            specs.append(spec)
+    return specs
+
+
+class Base:
+    """The part of a world fixed before the agent acts; shared by every policy."""
+
+    def __init__(self, task: Task, seed: int, profile: FaultProfile):
+        self.firings: list = []
+        self.deliveries = deliver(event_specs(task, task.log, "base"), task.stream, seed, profile,
+                                  self.firings)
+        self.lanes = _lanes(self.deliveries)
+        self.memo: dict = {}
+
+
+@lru_cache(maxsize=4096)
+def base_world(task: Task, seed: int, profile: FaultProfile) -> Base:
+    return Base(task, seed, profile)
+
+
+def _lanes(deliveries) -> dict[str, tuple[list[Delivery], list[int]]]:
+    lanes = {s: [] for s in C.SYSTEMS}
+    for d in deliveries:
+        lanes[d.system].append(d)
+    out = {}
+    for s, ds in lanes.items():
+        ds.sort(key=lambda d: (d.arrival, d.seq))
+        out[s] = (ds, [d.arrival for d in ds])
+    return out
+
+
+class World:
+    """The evolving world of one episode."""
+
+    def __init__(self, task: Task, seed: int = 0, profile: FaultProfile | None = None):
+        self.task = task
+        self.seed = seed
+        self.profile = profile if profile is not None else FaultProfile.default()
+        self._base = base_world(task, seed, self.profile)
+        self._lanes = self._base.lanes
+        self._memo = self._base.memo
+        self.extra: list[Delivery] = []
+        self.extra_firings: list = []
+        self.reads = {s: 0 for s in C.SYSTEMS}
+        self.captures = [Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_id, task.order_value,
+                                 C.CAPTURE_AT, task.determined_at, task.outcome)]
+        self.other_captures: list[Capture] = []
+        self._other_views = None
+
+    # --- deliveries ---------------------------------------------------------
+    @property
+    def deliveries(self) -> list[Delivery]:
+        return self._base.deliveries + self.extra
+
+    @property
+    def firings(self) -> list:
+        return self._base.firings + self.extra_firings
+
+    def _add(self, specs: list[Spec]) -> None:
+        new = deliver(specs, self.task.stream, self.seed, self.profile, self.extra_firings,
+                      seq_start=len(self._base.deliveries) + len(self.extra))
+        self.extra += new
+        self._lanes = _lanes(self.deliveries)
+        self._memo = {}
+
+    # --- agent effects on the canonical log ----------------------------------
+    def add_capture(self, key: str, t: int) -> Capture:
+        """A new capture submitted at t under a fresh key; resolved by the task's retry draw."""
+        task = self.task
+        cap = Capture(f"cap-{len(self.captures) + 1}", key, task.order_id, task.order_value, t,
+                      t + task.retry_delay, task.retry_outcome)
+        self.captures.append(cap)
+        events = [Event(t, "capture_submitted", cap.id, key, cap.amount),
+                  Event(cap.terminal_at, f"capture_{cap.outcome}", cap.id, key, cap.amount)]
+        self._add(event_specs(task, [e for e in events if e.t <= C.HORIZON], cap.id))
+        return cap
+
+    def record_disposition(self, kind: str, t: int) -> None:
+        """The ERP's record of the agent's own disposition (not faultable)."""
+        e = Event(t, "disposition", None, kind)
+        self._add([Spec(f"order:disposition:{kind}", "erp", e, "agent", t + C.LATENCY["erp"],
+                        faultable=False)])
+
+    # --- observation -----------------------------------------------------------
+    def read(self, system: str, t: int) -> dict:
+        """The system's view at t, as of t minus a stale-read lag if that family fires."""
+        n = self.reads[system]
+        self.reads[system] = n + 1
+        seen = t
+        if self.profile.on("stale_read"):
+            key = (self.task.stream, self.seed, "stale_read", system, n)
+            if uniform(*key) < self.profile.intensity:
+                self.extra_firings.append(("stale_read", f"{system}#{n}"))
+                seen = t - integer(*C.STALE_RANGE, *key, "lag")
+        return self.view(system, seen)
+
+    def view(self, system: str, t: int) -> dict:
+        """The fold of every delivery that arrived at or before t (no faults of the read itself)."""
+        ds, arrivals = self._lanes[system]
+        n = bisect_right(arrivals, t)
+        key = (system, n)
+        out = self._memo.get(key)
+        if out is None:
+            out = _FOLDS[system](self.task, ds[:n])
+            self._memo[key] = out
+        return out
+
+    def probe(self, t: int) -> dict:
+        """The authoritative finality query: the canonical log itself."""
+        return {"order_id": self.task.order_id,
+                "captures": [{"id": c.id, "key": c.key, "status": c.status(t)}
+                             for c in self.captures if c.submitted_at <= t]}
+
+    def other_view(self, system: str) -> dict:
+        if self._other_views is None:
+            self._other_views = completed_order_views(self.task.other_order_id, self.task.other_order_value)
+        return self._other_views[system]
+
+    def fired(self) -> dict[str, int]:
+        counts = {f: 0 for f in C.FAMILIES}
+        for fam, _ in self.firings:
+            counts[fam] += 1
+        return counts
+
+
+_FOLDS = {
+    "processor": lambda task, ds: fold_processor(task.order_id, ds),
+    "ledger": lambda task, ds: fold_ledger(task.order_id, ds),
+    "erp": lambda task, ds: fold_erp(task.order_id, ds, task.order_value),
+    "bank": lambda task, ds: fold_bank(task.order_id, ds),
+}
