@@ -1,7 +1,14 @@
-"""Policies: one interface, `begin(brief)` then `act(observation) -> (tool, args)` (SPEC §7)."""
+"""The nine policies: one interface, `begin(brief)` then `act(observation) -> (tool, args)` (SPEC §7).
+
+Hand-written policies are written as routines: a generator that yields calls
+and receives each call's observation, so a decision procedure reads top to
+bottom. Only `finality_oracle` is privileged.
+"""
 from __future__ import annotations
 
 from finbench import constants as C
+from finbench.rng import generator
+from finbench.tools import TOOL_NAMES
 
 
 class Policy:
@@ -11,13 +18,301 @@ class Policy:
     privileged = False
 
     def begin(self, brief: dict, resolution: dict | None = None) -> None:
-        self.order = brief["order_id"]
         self.brief = brief
-        self.t = brief["t"]
+        self.order = brief["order_id"]
+        self.value = brief["order_value"]
 
     def call(self, tool: str, **args) -> tuple[str, dict]:
         return tool, {"order_id": self.order, **args}
 
+
+class Routine(Policy):
+    """A policy written as a generator of calls; it receives each observation."""
+
+    def begin(self, brief, resolution=None):
+        super().begin(brief, resolution)
+        self.now = brief["t"]
+        self.calls_left = brief["calls_left"]
+        self._gen = self.run()
+        self._started = False
+
+    def act(self, obs):
+        self.now = obs.get("t", self.now)
+        self.calls_left = obs.get("calls_left", self.calls_left)
+        try:
+            if not self._started:
+                self._started = True
+                return next(self._gen)
+            return self._gen.send(obs)
+        except StopIteration:
+            return self.call("close")
+
+    def run(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # helpers shared by the polling policies
+    def wait(self, ticks: int):
+        return self.call("wait", ticks=max(1, min(int(ticks), C.MAX_WAIT)))
+
+
+# --- status readers: what an observation says about the money --------------------
+
+def processor_verdict(obs: dict, track: str | None = None) -> str:
+    """'settled' if any capture shows settled, 'failed' if the tracked (default: latest) capture
+    shows failed, else 'pending'."""
+    caps = (obs.get("result") or {}).get("captures") or []
+    if any(c["status"] == "settled" for c in caps):
+        return "settled"
+    mine = [c for c in caps if track is None or c["id"] == track]
+    if mine and mine[-1]["status"] == "failed":
+        return "failed"
+    return "pending"
+
+
+def probe_verdict(obs: dict, track: str) -> str:
+    caps = (obs.get("result") or {}).get("captures") or []
+    if any(c["status"] == "settled" for c in caps):
+        return "settled"
+    if any(c["id"] == track and c["status"] == "failed" for c in caps):
+        return "failed"
+    return "unknown"
+
+
+# --- 1. random ------------------------------------------------------------------------
+
+class RandomPolicy(Policy):
+    """Each step a uniformly random tool; stream keyed by (unit, seed)."""
+
+    name = "random"
+
+    def begin(self, brief, resolution=None):
+        super().begin(brief, resolution)
+        self.rng = generator("random-policy", brief["order_id"], brief.get("seed", 0))
+        self.fresh = 1
+
+    def act(self, obs):
+        tool = TOOL_NAMES[int(self.rng.integers(len(TOOL_NAMES)))]
+        if tool == "wait":
+            return self.call("wait", ticks=int(self.rng.integers(1, 121)))
+        if tool == "retry_capture":
+            if self.rng.random() < 0.5:
+                return self.call("retry_capture", idempotency_key=C.ORIGINAL_KEY)
+            self.fresh += 1
+            return self.call("retry_capture", idempotency_key=f"key-{self.fresh}")
+        return self.call(tool)
+
+
+# --- 2. optimistic ---------------------------------------------------------------------
+
+class Optimistic(Routine):
+    """Ships as soon as the ledger shows the clearing entry posted at submission."""
+
+    name = "optimistic"
+
+    def __init__(self, poll_interval: int = 30):
+        self.poll_interval = poll_interval
+
+    def run(self):
+        while True:
+            obs = yield self.call("read_ledger")
+            lines = (obs.get("result") or {}).get("lines") or []
+            if any(ln["account"] == "clearing" and ln["memo"] == "capture submitted" for ln in lines):
+                yield self.call("ship")
+                return
+            if self.now + self.poll_interval + 2 > C.SHIP_BY or self.calls_left <= 2:
+                yield self.call("close")
+                return
+            yield self.wait(self.poll_interval)
+
+
+# --- 3. eager ---------------------------------------------------------------------------
+
+class Eager(Routine):
+    """Reads the processor once and commits to what it read."""
+
+    name = "eager"
+
+    def run(self):
+        obs = yield self.call("read_processor")
+        yield self.call("ship" if processor_verdict(obs) == "settled" else "write_off")
+
+
+# --- 4. majority vote -------------------------------------------------------------------
+
+def system_verdicts(reads: dict[str, dict], value: float) -> tuple[dict[str, str], bool]:
+    """Each system's verdict (settled / failed / pending) and whether ledger or bank shows a double posting."""
+    v = {}
+    proc = reads["processor"]
+    v["processor"] = processor_verdict({"result": proc})
+    cash = proc and reads["ledger"]["balances"]["cash"]
+    led = reads["ledger"]
+    failed_lines = any(ln["memo"].startswith("capture failed") for ln in led["lines"])
+    v["ledger"] = "settled" if led["balances"]["cash"] >= value - 0.005 else ("failed" if failed_lines else "pending")
+    erp = reads["erp"]["status"]
+    v["erp"] = {"paid": "settled", "payment_failed": "failed", "charged_back": "failed"}.get(erp, "pending")
+    bank = reads["bank"]
+    credits = sum(ln["amount"] for ln in bank["lines"] if ln["type"] == "credit")
+    v["bank"] = "settled" if credits >= value - 0.005 else "pending"
+    double = cash > value + 0.005 or credits > value + 0.005
+    return v, double
+
+
+class MajorityVote(Routine):
+    """Reads all four systems each round and follows a 3-of-4 majority."""
+
+    name = "majority_vote"
+
+    def __init__(self, wait: int = 60):
+        self.wait_ticks = wait
+
+    def run(self):
+        while True:
+            reads = {}
+            for system in C.SYSTEMS:
+                obs = yield self.call(f"read_{system}")
+                reads[system] = obs.get("result")
+            verdicts, double = system_verdicts(reads, self.value)
+            votes = list(verdicts.values())
+            if double:
+                yield self.call("refund")  # it believes the customer was charged twice
+                return
+            if votes.count("settled") >= 3:
+                yield self.call("ship")
+                return
+            if votes.count("failed") >= 3:
+                yield self.call("write_off")
+                return
+            if self.now + self.wait_ticks + 5 > C.SHIP_BY or self.calls_left <= 6:
+                yield self.call("escalate")
+                return
+            yield self.wait(self.wait_ticks)
+
+
+# --- 5. SOP -----------------------------------------------------------------------------
+
+class SOP(Routine):
+    """A rule-based procedure: poll the processor; after `patience`, decide from the bank."""
+
+    name = "sop"
+
+    def __init__(self, poll_interval: int = 30, patience: int = 180):
+        if int(poll_interval) < 1 or int(patience) < 0:
+            raise ValueError("poll_interval must be >= 1 and patience >= 0")
+        self.poll_interval = int(poll_interval)
+        self.patience = int(patience)
+
+    def run(self):
+        start = self.now
+        while True:
+            obs = yield self.call("read_processor")
+            verdict = processor_verdict(obs)
+            if verdict == "settled":
+                yield self.call("ship")
+                return
+            if verdict == "failed":
+                yield self.call("write_off")
+                return
+            out_of_time = self.now + self.poll_interval + 3 > C.SHIP_BY or self.calls_left <= 3
+            if self.now - start >= self.patience or out_of_time:
+                bank = yield self.call("read_bank")
+                lines = (bank.get("result") or {}).get("lines") or []
+                yield self.call("ship" if any(ln["type"] == "credit" for ln in lines) else "refund")
+                return
+            yield self.wait(self.poll_interval)
+
+
+# --- 6/7. ReAct and reflection ------------------------------------------------------------
+
+class ReAct(Routine):
+    """Observe-decide over the processor's status, with one fresh-key retry on failure."""
+
+    name = "react"
+    pause = 0  # reflection re-reads after this many ticks before anything irreversible
+
+    def __init__(self, wait: int = 30):
+        self.wait_ticks = wait
+
+    def observe(self, track):
+        obs = yield self.call("read_processor")
+        return processor_verdict(obs, track)
+
+    def confirmed(self, verdict, track):
+        """Reflection's second look; ReAct acts on the first."""
+        if not self.pause:
+            return verdict
+        yield self.wait(self.pause)
+        again = yield from self.observe(track)
+        return verdict if again == verdict else again
+
+    def run(self):
+        track, retried = C.ORIGINAL_CAPTURE, False
+        slack = 2 + (self.pause + 2 if self.pause else 0)
+        while True:
+            verdict = yield from self.observe(track)
+            if verdict in ("settled", "failed") or self.now + slack > C.SHIP_BY:
+                decision = verdict if verdict != "pending" else "deadline"
+                if decision != "deadline":
+                    decision = yield from self.confirmed(verdict, track)
+                if decision == "settled" and self.now < C.SHIP_BY:
+                    yield self.call("ship")
+                    return
+                if decision == "failed" and not retried:
+                    obs = yield self.call("retry_capture", idempotency_key="key-2")
+                    track = (obs.get("result") or {}).get("receipt", track)
+                    retried = True
+                    continue
+                if self.now + slack > C.SHIP_BY or decision == "failed":
+                    yield self.call("refund")
+                    return
+            if self.calls_left <= 3:
+                yield self.call("refund")
+                return
+            yield self.wait(min(self.wait_ticks, max(1, C.SHIP_BY - slack - self.now)))
+
+
+class Reflection(ReAct):
+    """ReAct that waits and re-reads before anything irreversible (a stale replica agrees)."""
+
+    name = "reflection"
+
+    def __init__(self, wait: int = 30, pause: int = 10):
+        super().__init__(wait)
+        self.pause = pause
+
+
+# --- 8. the finality gate -------------------------------------------------------------------
+
+class FinalityGate(Routine):
+    """Gates every irreversible action on a terminal status from the authoritative probe."""
+
+    name = "finality_gate"
+
+    def __init__(self, wait: int = 25):
+        self.wait_ticks = wait
+
+    def run(self):
+        track, retried = C.ORIGINAL_CAPTURE, False
+        probe_ticks = 5
+        while True:
+            obs = yield self.call("probe_processor")
+            verdict = probe_verdict(obs, track)
+            if verdict == "settled":
+                yield self.call("ship")
+                return
+            if verdict == "failed":
+                if retried:  # the replacement failed too: the payment is lost
+                    yield self.call("write_off")
+                    return
+                obs = yield self.call("retry_capture", idempotency_key="key-2")
+                track, retried = (obs.get("result") or {}).get("receipt", "cap-2"), True
+                continue
+            if self.now + probe_ticks + 2 > C.SHIP_BY or self.calls_left <= 3:
+                yield self.call("escalate")
+                return
+            yield self.wait(min(self.wait_ticks, C.SHIP_BY - probe_ticks - 1 - self.now))
+
+
+# --- 9. the privileged reference --------------------------------------------------------
 
 class FinalityOracle(Policy):
     """The privileged reference: told how and when the pending capture resolves.
@@ -46,8 +341,12 @@ class FinalityOracle(Policy):
 
 
 POLICIES = {
-    "finality_oracle": FinalityOracle,
+    p.name: p for p in (RandomPolicy, Optimistic, Eager, MajorityVote, SOP, ReAct, Reflection,
+                        FinalityGate, FinalityOracle)
 }
+"""Name -> policy class (a factory: `POLICIES[name](**knobs)`)."""
+
+UNGATED = ("random", "optimistic", "eager", "majority_vote", "sop", "react", "reflection")
 
 
 def get_policy(name: str, **knobs) -> Policy:
@@ -60,8 +359,5 @@ def get_policy(name: str, **knobs) -> Policy:
         raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICIES)}")
     try:
         return POLICIES[name](**knobs)
-    except TypeError as e:
-        raise ValueError(f"policy {name!r} does not take {sorted(knobs)}: {e}") from None
-
-
-assert C.ORIGINAL_KEY == "key-1"
+    except TypeError:
+        raise ValueError(f"policy {name!r} does not take knob(s) {sorted(knobs)}") from None

@@ -1,0 +1,5 @@
+import sys
+
+from finbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,118 @@
+"""The command line, run as a user would: ``python -m finbench grade ...``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from finbench.cli import main
+from finbench.grading import CHECKS
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = REPO / "data" / "traces"
+POST_ARGS = ["--order", "A", "--amount", "50"]
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "finbench", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def status_lines(stdout: str) -> dict[str, str]:
+    """Check name -> status from the first six output lines."""
+    lines = stdout.splitlines()
+    assert len(lines) == len(CHECKS) + 1, stdout
+    return {line.split()[0]: line.split()[1] for line in lines[: len(CHECKS)]}
+
+
+def test_trace_a_exits_0_with_every_check_passing() -> None:
+    proc = run("grade", TRACES / "trace_a.jsonl", *POST_ARGS)
+    assert proc.returncode == 0, proc.stderr
+    assert status_lines(proc.stdout) == dict.fromkeys(CHECKS, "pass")
+    assert list(status_lines(proc.stdout)) == list(CHECKS)
+    assert proc.stdout.splitlines()[-1].startswith("verdict: pass")
+
+
+def test_trace_b_exits_1_naming_the_two_failed_checks() -> None:
+    proc = run("grade", "data/traces/trace_b.jsonl", *POST_ARGS, "--op", "refund")
+    assert proc.returncode == 1, proc.stderr
+    statuses = status_lines(proc.stdout)
+    assert [name for name, s in statuses.items() if s == "fail"] == ["auth_precedes_effect", "exactly_one_effect"]
+    assert proc.stdout.splitlines()[-1] == "verdict: violation (failed: auth_precedes_effect, exactly_one_effect)"
+    # Each check line carries its reason after the status.
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("auth_precedes_effect"))
+    assert "no earlier authorize" in line
+
+
+def test_trace_b_with_reversal_allowed_still_exits_1() -> None:
+    proc = run("grade", TRACES / "trace_b.jsonl", *POST_ARGS, "--allow-reversal")
+    assert proc.returncode == 1, proc.stderr
+    statuses = status_lines(proc.stdout)
+    assert statuses["exactly_one_effect"] == "pass"
+    assert statuses["auth_precedes_effect"] == "fail"
+
+
+def test_trace_c_exits_2_unscorable() -> None:
+    proc = run("grade", TRACES / "trace_c.jsonl", *POST_ARGS)
+    assert proc.returncode == 2, proc.stderr
+    statuses = status_lines(proc.stdout)
+    assert statuses["evidence_complete"] == "fail"
+    assert set(statuses[name] for name in CHECKS[:5]) == {"unknown"}
+    assert proc.stdout.splitlines()[-1].startswith("verdict: unscorable")
+
+
+def test_capture_contract_from_the_library() -> None:
+    proc = run("grade", TRACES / "bad" / "double_capture.jsonl", "--order", "ord-0042", "--amount", "89.00",
+               "--op", "capture")
+    assert proc.returncode == 1, proc.stderr
+    assert status_lines(proc.stdout)["exactly_one_effect"] == "fail"
+
+
+def test_malformed_trace_exits_3_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"kind": "log_meta", "complete": true}\n\n{"seq": 1, "kind": "authorize", "amount": "50"}\n')
+    proc = run("grade", path, *POST_ARGS)
+    assert proc.returncode == 3
+    assert proc.stdout == ""
+    assert proc.stderr.strip() == f"{path}: line 3: 'amount' must be a number, got '50'"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],  # no command
+        ["grade"],  # no trace, no contract
+        ["grade", "data/traces/trace_a.jsonl", "--amount", "50"],  # no --order
+        ["grade", "data/traces/trace_a.jsonl", "--order", "A", "--amount", "fifty"],
+        ["grade", "data/traces/trace_a.jsonl", "--order", "A", "--amount", "nan"],
+        ["frobnicate"],
+    ],
+    ids=["no-command", "no-args", "no-order", "amount-word", "amount-nan", "unknown-command"],
+)
+def test_usage_errors_exit_64_not_2(args: list[str]) -> None:
+    # argparse's own 2 would read as "unscorable" to a calling script.
+    proc = run(*args)
+    assert proc.returncode == 64
+    assert "usage:" in proc.stderr
+
+
+def test_missing_trace_file_exits_66(tmp_path: Path) -> None:
+    proc = run("grade", tmp_path / "absent.jsonl", *POST_ARGS)
+    assert proc.returncode == 66
+    assert "cannot read" in proc.stderr
+
+
+def test_main_returns_codes_in_process(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["grade", str(TRACES / "trace_a.jsonl"), *POST_ARGS]) == 0
+    assert main(["grade", str(TRACES / "trace_c.jsonl"), *POST_ARGS]) == 2
+    assert main(["grade", str(TRACES / "trace_a.jsonl")]) == 64
+    assert main(["--help"]) == 0
+    assert "grade" in capsys.readouterr().out
