@@ -14,8 +14,10 @@ def _stamp(meta: dict) -> list[str]:
 
 
 def write_table(df: pd.DataFrame, stem: str, meta: dict, tables_dir: str | Path = "tables",
-                title: str | None = None, floatfmt: str = ".2f", notes: list[str] | None = None) -> list[Path]:
-    """Write `<stem>.csv` (comment lines of metadata, then the data) and `<stem>.md`."""
+                title: str | None = None, floatfmt: str = ".2f", notes: list[str] | None = None,
+                markdown: pd.DataFrame | None = None) -> list[Path]:
+    """Write `<stem>.csv` (comment lines of metadata, then the data) and `<stem>.md`
+    (`markdown` if given: a formatted rendering of the same rows)."""
     out = Path(tables_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv = out / f"{stem}.csv"
@@ -24,7 +26,8 @@ def write_table(df: pd.DataFrame, stem: str, meta: dict, tables_dir: str | Path 
     csv.write_text(header + df.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
     lines = [f"# {title or stem}", ""]
     lines += [f"- {line}" for line in _stamp(meta)]
-    lines += ["", df.to_markdown(index=False, floatfmt=floatfmt), ""]
+    shown = df if markdown is None else markdown
+    lines += ["", shown.to_markdown(index=False, floatfmt=floatfmt), ""]
     if notes:
         lines += [*notes, ""]
     md.write_text("\n".join(lines))

@@ -21,6 +21,7 @@ from finbench import constants as C
 from finbench.economics import Costs
 from finbench.env import FinalityEnv, play, reference_position
 from finbench.faults import FaultProfile
+from finbench.grading import CHECKS, Contract, grade_trace
 from finbench.policies import POLICIES, get_policy
 
 CACHE_DIR = Path(__file__).resolve().parent.parent / "data" / "cache"
@@ -59,7 +60,22 @@ def episode_row(task, name: str, knobs: dict, seed: int, profile: FaultProfile, 
         **{k: v for k, v in res.loss_breakdown.items()},
         **{f"fired_{f}": res.fired[f] for f in C.FAMILIES},
     }
+    row.update(grade_row(task, res.trace))
     return row
+
+
+def episode_contract(task) -> Contract:
+    """The benchmark's own contract: capture the order value once, after
+    authorisation, and touch no other order."""
+    return Contract(task.order_id, task.order_value, op="capture")
+
+
+def grade_row(task, trace) -> dict:
+    """The effect-level verdict of one episode's trace, as row columns."""
+    v = grade_trace(list(trace), episode_contract(task))
+    captures = sum(1 for r in trace if r.get("kind") == "effect" and r.get("op") == "capture"
+                   and r.get("new_effect") and r.get("order") == task.order_id)
+    return {"verdict": v.verdict, "capture_effects": captures, **{f"check_{k}": v.checks[k] for k in CHECKS}}
 
 
 def _run_chunk(tasks, specs, seeds, profile, costs) -> list[dict]:

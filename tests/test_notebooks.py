@@ -34,6 +34,30 @@ def test_00_corpus(tmp_path):
     assert fb.load_corpus(data / "corpus_public.jsonl").fingerprint == fb.make_corpus().fingerprint
 
 
+def test_01_headline(tmp_path):
+    tables, figures, _ = _run("01_headline", tmp_path, figures_dir=str(tmp_path / "figures"),
+                              cache_dir=str(tmp_path / "cache"), **SMALL["01_headline"])
+    t2 = read_table(tables / "table2.csv").set_index("policy")
+    assert list(t2.index) == list(fb.POLICIES)
+    assert (t2.episodes == 30 * 2).all()
+    assert t2.loc["finality_oracle", "exact_pct"] == 100.0 and t2.loc["finality_oracle", "mean_gap"] == 0.0
+    assert (t2.exact_lo <= t2.exact_pct + 1e-9).all() and (t2.exact_pct <= t2.exact_hi + 1e-9).all()
+    assert t2.loc["finality_gate", "diff_to_gate"] == 0.0
+    # the gate is fault-invariant: its pass^k equals its exact rate at any size
+    assert t2.loc["finality_gate", "pass2_pct"] == t2.loc["finality_gate", "exact_pct"]
+    md = (tables / "table2.md").read_text()
+    assert fb.make_corpus(n_tasks=30).fingerprint in md and "Claims of the paper" in md
+    t3 = read_table(tables / "table3.csv").set_index("archetype")
+    assert (t3["finality_oracle"] == 100.0).all()
+    for stem in ("figure1", "figure1_passk"):
+        assert (figures / f"{stem}.png").stat().st_size > 10_000
+    # the same run again (episodes now cached) writes the same bytes
+    first = {p.name: p.read_bytes() for p in list(tables.iterdir()) + list(figures.iterdir())}
+    _run("01_headline", tmp_path, figures_dir=str(figures), cache_dir=str(tmp_path / "cache"), **SMALL["01_headline"])
+    assert first == {p.name: p.read_bytes() for p in list(tables.iterdir()) + list(figures.iterdir())}
+
+
 SMALL = {
     "00_corpus": {},
+    "01_headline": {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1},
 }
