@@ -1,0 +1,76 @@
+"""The nine policies (issue 3: acceptance 1 and 2, and the interface)."""
+import pytest
+
+import finbench as fb
+from finbench import constants as C
+from finbench.env import FinalityEnv, play
+
+CORPUS = fb.make_corpus()
+UNPRIVILEGED = [p for p in fb.POLICIES if p != "finality_oracle"]
+
+
+def _calls_before(task, policy, seed, until):
+    env = play(FinalityEnv(task, seed), fb.get_policy(policy))
+    return [(tool, args) for t, tool, args, _ in env.actions if t < until]
+
+
+@pytest.mark.parametrize("policy", UNPRIVILEGED)
+def test_unprivileged_policies_cannot_tell_twins_apart(policy):
+    for settle, fail in CORPUS.twin_pairs:
+        for seed in range(5):
+            d = settle.determined_at
+            assert _calls_before(settle, policy, seed, d) == _calls_before(fail, policy, seed, d), (settle.task_id, seed)
+
+
+def test_only_the_oracle_is_privileged():
+    assert [p for p in fb.POLICIES if getattr(fb.get_policy(p), "privileged", False)] == ["finality_oracle"]
+    differ = sum(_calls_before(s, "finality_oracle", 0, s.determined_at)
+                 != _calls_before(f, "finality_oracle", 0, f.determined_at) for s, f in CORPUS.twin_pairs)
+    assert differ > 0
+
+
+def test_finality_gate_is_fault_invariant():
+    profiles = [fb.FaultProfile.none(), fb.FaultProfile.default()] + [fb.FaultProfile.only(f) for f in C.FAMILIES]
+    for task in CORPUS:
+        for seed in range(5):
+            positions = {fb.run_episode(task, "finality_gate", seed, p).position for p in profiles}
+            assert len(positions) == 1, task.task_id
+
+
+def test_gate_never_acts_irreversibly_before_a_terminal_probe():
+    for task in CORPUS.tasks[::7]:
+        res = fb.run_episode(task, "finality_gate", 1)
+        assert not res.premature_irreversible
+        keys = [a["idempotency_key"] for _, tool, a, _ in res.actions if tool == "retry_capture"]
+        assert len(keys) <= 1 and (not keys or task.outcome == "failed")
+
+
+def test_oracle_is_the_reference():
+    for task in CORPUS:
+        res = fb.run_episode(task, "finality_oracle", 0)
+        assert res.gap == 0.0 and res.exact
+
+
+def test_knobs_and_names():
+    sop = fb.get_policy("sop", poll_interval=15, patience=120)
+    assert (sop.poll_interval, sop.patience) == (15, 120)
+    default = fb.get_policy("sop")
+    assert (default.poll_interval, default.patience) == (30, 180)
+    with pytest.raises(ValueError, match="does not take"):
+        fb.get_policy("sop", speed=3)
+    with pytest.raises(ValueError, match="valid:"):
+        fb.get_policy("gpt")
+    assert len(fb.POLICIES) == 9
+
+
+@pytest.mark.parametrize("policy", list(fb.POLICIES))
+def test_every_policy_ends_every_case_within_budget(policy):
+    for task in CORPUS.tasks[::11]:
+        res = fb.run_episode(task, policy, 2)
+        assert res.n_calls <= 40 and res.end_t <= C.HORIZON
+        assert all("error" not in obs for _, _, _, obs in res.actions) or policy == "random"
+
+
+def test_policy_by_object_and_by_name_agree():
+    task = CORPUS.tasks[3]
+    assert fb.run_episode(task, "react", 1).position == fb.run_episode(task, fb.get_policy("react"), 1).position
