@@ -152,10 +152,16 @@ def plot_exact_vs_pass5(table: pd.DataFrame, x: str = "exact", y: str = "pass^5"
     fig, ax = plt.subplots(figsize=(4.2, 4.0), layout="constrained")
     ax.plot([0, 100], [0, 100], ls="--", lw=0.8, color="0.5", zorder=1)
     ax.scatter(xs, ys, s=22, color=sns.color_palette()[0], zorder=3)
-    for name, xi, yi in zip(table.index, xs, ys):
-        # Labels near the right edge go to the left of their point, inside the axes.
+    placed: list[tuple[float, float]] = []
+    for name, xi, yi in sorted(zip(table.index, xs, ys), key=lambda p: (-p[2], p[1])):
+        # Labels near the right edge go to the left of their point, inside the axes;
+        # a label that would sit on an earlier one moves below its point instead.
         right = xi > 70
-        ax.annotate(str(name), (xi, yi), xytext=(-4 if right else 4, 3), textcoords="offset points",
+        dy = 3
+        if any(abs(xi - px) < 14 and abs(yi - py) < 4 for px, py in placed):
+            dy = -9
+        placed.append((xi, yi + (dy / 3)))
+        ax.annotate(str(name), (xi, yi), xytext=(-4 if right else 4, dy), textcoords="offset points",
                     ha="right" if right else "left", fontsize=7)
     ax.set(xlim=(0, 100), ylim=(0, 100), xlabel="single-seed exact (%)", ylabel="pass^5 (%)")
     ax.set_aspect("equal")

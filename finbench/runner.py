@@ -159,7 +159,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     if work:
         results = Parallel(n_jobs=n_jobs, return_as="generator")(calls)
         if progress:
-            from tqdm.auto import tqdm
+            from tqdm import tqdm
             results = tqdm(results, total=len(work), desc="chunks", leave=False)
         for (ci, items), rows in zip(work, results):
             finish(ci, items, rows)

@@ -46,6 +46,13 @@ def test_causality(archetype, task_seed, seed, profile, retries):
                 assert terminal[ln["capture"]][0] <= t
         for ln in w.view("bank", t)["lines"]:
             assert ln["posted_at"] <= t
+        erp = w.view("erp", t)["status"]
+        if erp == "paid":
+            assert any(c.outcome == "settled" and c.terminal_at <= t for c in w.captures)
+        if erp == "payment_failed":
+            assert any(c.outcome == "failed" and c.terminal_at <= t for c in w.captures)
+        if erp == "charged_back" or w.view("processor", t)["chargebacks"]:
+            assert task.chargeback_at is not None and task.chargeback_at <= t
         for c in w.probe(t)["captures"]:
             if c["status"] != "unknown":
                 assert terminal[c["id"]][0] <= t
