@@ -8,7 +8,7 @@ episode results are not reused.
 """
 from __future__ import annotations
 
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"
 """Bumped whenever the engine's semantics change; part of every cache key."""
 
 # --- time (SPEC §1) --------------------------------------------------------

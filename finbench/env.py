@@ -125,11 +125,11 @@ class FinalityEnv:
             key = args["idempotency_key"]
             used = next((c for c in w.captures if c.key == key), None)
             if used is not None:
-                new = False
                 if self.double_effect:
-                    w.add_capture(f"{key}~hidden", t)
-                    new = True
-                self.replays.append((t, key, used.id, new))
+                    # the faulty API charges again under the same key; the logger sees it, the agent does not
+                    w.add_capture(key, t)
+                else:
+                    self.replays.append((t, key, used.id, False))
                 return {"result": {"receipt": used.id, "key": key, "new_capture": False}}
             cap = w.add_capture(key, t)
             self._irreversible(t)

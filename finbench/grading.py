@@ -246,6 +246,7 @@ def _read_records(records: object) -> tuple[list[_Event], list[str], list[str]]:
 
     keyed: list[tuple[int, int, _Event]] = []
     claims: list[object] = []
+    last_seqs: list[object] = []  # optional: the logger's count, so a lost tail shows
     for index, rec in enumerate(items):
         where = f"record #{index + 1}"
         if not isinstance(rec, Mapping):
@@ -259,6 +260,8 @@ def _read_records(records: object) -> tuple[list[_Event], list[str], list[str]]:
         if kind in _META_KINDS:
             if kind == "log_meta":
                 claims.append(rec.get("complete"))
+                if "last_seq" in rec:
+                    last_seqs.append(rec.get("last_seq"))
             continue
         if "seq" not in rec:
             if kind in _EVENT_KINDS:
@@ -287,6 +290,13 @@ def _read_records(records: object) -> tuple[list[_Event], list[str], list[str]]:
         meta.append("no log_meta record claims complete coverage")
     elif any(claim is not True for claim in claims):
         meta.append("log_meta does not claim complete: true")
+    # Without a stated last seq, a record lost from the end leaves no gap.
+    top = max((event.seq for event in events), default=0)
+    for last in last_seqs:
+        if not _is_int(last):
+            meta.append(f"log_meta last_seq {last!r} is not an integer")
+        elif last != top:
+            meta.append(f"log_meta says the last seq is {last}, but the trace ends at {top}")
     return events, gaps, meta
 
 

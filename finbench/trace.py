@@ -45,7 +45,7 @@ def build_trace(task, captures, replays, dispositions, outcome, other_effects) -
                             "amount": task.other_order_value, "key": None, "receipt": f"other-{op}-{i}",
                             "new_effect": True, "actor": "agent"}))
     rows.sort(key=lambda r: (r[0], r[1]))
-    records: list[dict] = [{"kind": "log_meta", "complete": True}]
+    records: list[dict] = [{"kind": "log_meta", "complete": True, "last_seq": len(rows)}]
     for seq, (t, _, rec) in enumerate(rows, start=1):
         records.append({"seq": seq, "t": t, **rec})
     settled = sum(c.amount for c in captures if c.outcome == "settled" and c.terminal_at <= C.HORIZON)

@@ -441,3 +441,20 @@ def test_arbitrary_records_never_raise_and_respect_the_verdict_rule(records: lis
     if verdict.checks["evidence_complete"] != "pass":
         # Incomplete evidence never lets a check pass.
         assert "pass" not in verdict.checks.values()
+
+
+def test_log_meta_last_seq_exposes_a_lost_tail():
+    """An extension of SPEC §9: a log_meta may state the last seq, so a record lost from the end shows."""
+    contract = Contract("A", 50, op="refund")
+    good = [
+        {"kind": "log_meta", "complete": True, "last_seq": 2},
+        {"seq": 1, "t": 1, "kind": "authorize", "order": "A", "amount": 50},
+        {"seq": 2, "t": 2, "kind": "effect", "op": "refund", "order": "A", "amount": 50,
+         "key": "K", "receipt": "R1", "new_effect": True},
+    ]
+    assert grade_trace(good, contract).verdict == "pass"
+    tail_lost = [dict(good[0], last_seq=3)] + good[1:]
+    v = grade_trace(tail_lost, contract)
+    assert v.verdict == "unscorable" and v.checks["evidence_complete"] == "fail"
+    assert "last seq is 3" in v.reasons["evidence_complete"]
+    assert grade_trace([dict(good[0], last_seq="two")] + good[1:], contract).verdict == "unscorable"

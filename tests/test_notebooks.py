@@ -57,7 +57,32 @@ def test_01_headline(tmp_path):
     assert first == {p.name: p.read_bytes() for p in list(tables.iterdir()) + list(figures.iterdir())}
 
 
+def test_08_effects(tmp_path):
+    from finbench.grading import load_trace
+
+    tables, _, data = _run("08_effects", tmp_path, cache_dir=str(tmp_path / "cache"), **SMALL["08_effects"])
+    eff = read_table(tables / "effects.csv").set_index("policy")
+    assert list(eff.index) == list(fb.POLICIES)
+    assert (eff.episodes == 30 * 2).all()
+    assert (eff["pass"] + eff.violation + eff.unscorable == eff.episodes).all()
+    oracle = eff.loc["finality_oracle"]
+    assert oracle.captured_twice_pct == 0 and oracle.zero_recoverable_pct == 0
+    assert oracle.zero_lost_pct > 0  # the zero-effect caveat: capturing nothing is right there
+    assert oracle.fail_exactly_one_effect_pct == pytest.approx(oracle.zero_lost_pct)
+    assert eff.loc["random", "captured_twice_pct"] > 0
+    md = (tables / "effects.md").read_text()
+    assert fb.make_corpus(n_tasks=30).fingerprint in md
+    assert "Captured twice" in md and "the oracle included" in md
+    example = load_trace(data / "traces" / "episode_example.jsonl")
+    assert sum(r.get("op") == "capture" and r.get("new_effect") is True for r in example) >= 2
+    # the same run again (episodes now cached) writes the same bytes
+    first = {p.name: p.read_bytes() for p in tables.iterdir()}
+    _run("08_effects", tmp_path, cache_dir=str(tmp_path / "cache"), **SMALL["08_effects"])
+    assert first == {p.name: p.read_bytes() for p in tables.iterdir()}
+
+
 SMALL = {
     "00_corpus": {},
     "01_headline": {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1},
+    "08_effects": {"n_tasks": 30, "n_seeds": 2, "n_jobs": 1},
 }

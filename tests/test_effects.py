@@ -1,0 +1,255 @@
+"""Every episode's effect trace, graded (issue 4): the logger self-test, dropped records,
+the oracle, known-bad episodes, and the effects table."""
+import pandas as pd
+import pytest
+
+import finbench as fb
+from finbench import effects as E
+from finbench.env import FinalityEnv, run_episode
+from finbench.grading import CHECKS, grade_trace, load_trace
+from finbench.runner import episode_contract, evaluate
+
+NONE = fb.FaultProfile.none()
+
+
+def _play(task, calls, *, double_effect=False, profile=NONE, seed=0):
+    """Scripted calls on the case order (or the order an entry names), then close."""
+    env = FinalityEnv(task, seed, profile, double_effect=double_effect)
+    brief = env.reset()
+    observations = []
+    for tool, args in calls:
+        args = {"order_id": brief["order_id"], **args}
+        observations.append(env.step(tool, **args))
+    while not env.done:
+        env.step("close", order_id=brief["order_id"])
+    return env, observations
+
+
+def _grade(env):
+    res = env.result("scripted")
+    return list(res.trace), grade_trace(list(res.trace), episode_contract(env.task))
+
+
+def _new_captures(trace, order):
+    return [r for r in trace if r.get("kind") == "effect" and r.get("op") == "capture"
+            and r.get("new_effect") is True and r.get("order") == order]
+
+
+# --- (a) the logger self-test: an engine that charges twice without saying so --------------
+
+SETTLING = fb.make_task("settled_clean", seed=3)
+REPLAY_THEN_SHIP = [("retry_capture", {"idempotency_key": "key-1"}), ("ship", {})]
+
+
+def test_double_effect_is_invisible_to_the_agent_but_not_to_the_grader():
+    assert SETTLING.outcome == "settled" and SETTLING.retry_outcome == "settled"
+    honest, honest_obs = _play(SETTLING, REPLAY_THEN_SHIP)
+    double, double_obs = _play(SETTLING, REPLAY_THEN_SHIP, double_effect=True)
+    # the agent sees the same answers either way: a replay, no new capture
+    assert double_obs == honest_obs
+    assert double_obs[0]["result"] == {"receipt": "cap-1", "key": "key-1", "new_capture": False}
+    # but the world charged twice
+    settled = [c for c in double.world.captures if c.outcome == "settled"]
+    assert len(settled) == 2
+    trace, verdict = _grade(double)
+    assert trace[-1]["net_amount"] == pytest.approx(2 * SETTLING.order_value)
+    # the trace records both captures, and the replay under key-1 as a new effect
+    new = _new_captures(trace, SETTLING.order_id)
+    assert {r["receipt"] for r in new} == {c.id for c in settled}
+    assert any(r["key"] == "key-1" and r["seq"] > new[0]["seq"] for r in new)
+    assert verdict.verdict == "violation"
+    assert verdict.checks["exactly_one_effect"] == "fail"
+    assert verdict.checks["retry_idempotent"] == "fail"
+    assert verdict.checks["evidence_complete"] == "pass"
+    # the same calls on the honest engine pass every check
+    trace, verdict = _grade(honest)
+    assert len(_new_captures(trace, SETTLING.order_id)) == 1
+    assert verdict.verdict == "pass", verdict.reasons
+
+
+def test_double_effect_logs_each_capture_once():
+    env, _ = _play(SETTLING, REPLAY_THEN_SHIP, double_effect=True)
+    trace, _ = _grade(env)
+    moved = [c for c in env.world.captures if c.outcome == "settled"]
+    assert len(_new_captures(trace, SETTLING.order_id)) == len(moved) == 2
+
+
+# --- (b) a logger that drops a record -----------------------------------------------------
+
+def _real_traces():
+    corpus = fb.make_corpus(n_tasks=30)
+    for task in corpus:
+        for policy in fb.POLICIES:
+            for seed in (0, 1):
+                yield task, policy, seed, list(run_episode(task, policy, seed).trace)
+
+
+REAL = list(_real_traces())
+
+
+def _without(trace, i):
+    return trace[:i] + trace[i + 1:]
+
+
+def test_real_traces_pass_evidence_complete():
+    assert len(REAL) == 30 * 9 * 2
+    for task, policy, seed, trace in REAL:
+        v = grade_trace(trace, episode_contract(task))
+        assert v.checks["evidence_complete"] == "pass", (task.task_id, policy, seed, v.reasons)
+
+
+def test_dropping_log_meta_or_any_event_record_never_passes():
+    """Any record with a seq, the last included (log_meta states last_seq), or the log_meta."""
+    dropped = 0
+    for task, policy, seed, trace in REAL:
+        contract = episode_contract(task)
+        for i, rec in enumerate(trace):
+            if rec["kind"] != "log_meta" and "seq" not in rec:
+                continue  # the summary is not evidence
+            v = grade_trace(_without(trace, i), contract)
+            assert v.checks["evidence_complete"] == "fail"
+            assert v.verdict in ("unscorable", "violation"), (task.task_id, policy, seed, rec)
+            # a dropped record can hide a violation but never invent one
+            if grade_trace(trace, contract).verdict == "pass":
+                assert v.verdict == "unscorable"
+            dropped += 1
+    assert dropped > 3 * len(REAL)
+
+
+# --- (c) the oracle's traces ------------------------------------------------------------------
+
+def test_oracle_passes_wherever_the_payment_can_be_captured():
+    corpus = fb.make_corpus(n_tasks=60)
+    lost = 0
+    for task in corpus:
+        for seed in range(3):
+            trace = list(run_episode(task, "finality_oracle", seed).trace)
+            v = grade_trace(trace, episode_contract(task))
+            if not E.payment_lost(task):
+                assert v.verdict == "pass", (task.task_id, seed, v.reasons)
+            else:
+                # the zero-effect caveat: capturing nothing is right, and fails exactly_one_effect
+                lost += 1
+                assert _new_captures(trace, task.order_id) == []
+                assert v.failed == ("exactly_one_effect",)
+    assert lost > 0
+
+
+# --- (d), (e) known-bad episodes -----------------------------------------------------------
+
+LOST = fb.make_task("lost_settlement", determined_at=300)
+
+
+@pytest.mark.parametrize("key, verdict", [("key-2", "violation"), ("key-1", "pass")])
+def test_fresh_key_retry_on_a_lost_settlement_captures_twice(key, verdict):
+    env, _ = _play(LOST, [("retry_capture", {"idempotency_key": key}), ("ship", {})])
+    trace, v = _grade(env)
+    assert v.verdict == verdict
+    if key == "key-2":
+        assert v.failed == ("exactly_one_effect",)
+        assert len(_new_captures(trace, LOST.order_id)) == 2
+        assert env.result().trace[-1]["net_amount"] == pytest.approx(2 * LOST.order_value)
+
+
+@pytest.mark.parametrize("tool, args, failed", [
+    ("refund", {}, ("unrelated_unchanged",)),
+    ("ship", {}, ("unrelated_unchanged",)),
+    # a capture on the other order is also a capture of the wrong target
+    ("retry_capture", {"idempotency_key": "key-9"}, ("targets_intended", "unrelated_unchanged")),
+])
+def test_an_effect_on_the_unrelated_order_fails_unrelated_unchanged(tool, args, failed):
+    env = FinalityEnv(SETTLING, 0, NONE)
+    brief = env.reset()
+    other = brief["customer_orders"][0]
+    assert other != brief["order_id"]
+    env.step(tool, order_id=other, **args)
+    env.step("ship", order_id=brief["order_id"])
+    res = env.result()
+    v = grade_trace(list(res.trace), episode_contract(SETTLING))
+    assert res.unrelated_effects == 1
+    assert v.verdict == "violation" and v.failed == failed
+
+
+def test_a_read_or_replay_on_the_unrelated_order_changes_nothing():
+    env = FinalityEnv(SETTLING, 0, NONE)
+    brief = env.reset()
+    other = brief["customer_orders"][0]
+    env.step("read_ledger", order_id=other)
+    env.step("retry_capture", order_id=other, idempotency_key="key-1")
+    env.step("ship", order_id=brief["order_id"])
+    assert grade_trace(list(env.result().trace), episode_contract(SETTLING)).verdict == "pass"
+
+
+# --- (f) the effects table -----------------------------------------------------------------
+
+SMALL = fb.make_corpus(n_tasks=20)
+
+
+@pytest.fixture(scope="module")
+def small_df():
+    return evaluate(SMALL, seeds=range(2), cache=False)
+
+
+def test_effects_table_adds_up(small_df):
+    t = E.effects_table(small_df, SMALL)
+    assert list(t.columns) == [
+        "policy", "episodes", "pass", "violation", "unscorable",
+        *[f"fail_{c}_pct" for c in CHECKS], "unknown_pct", "captured_twice_pct", "captured_zero_pct",
+        "zero_lost_pct", "zero_recoverable_pct", "other_order_pct", "before_auth_pct"]
+    assert list(t.policy) == list(fb.POLICIES)
+    assert (t.episodes == 20 * 2).all()
+    assert (t["pass"] + t.violation + t.unscorable == t.episodes).all()
+    counts = pd.crosstab(small_df.policy, small_df.verdict).reindex(columns=list(E.VERDICTS), fill_value=0)
+    pd.testing.assert_frame_equal(t.set_index("policy")[list(E.VERDICTS)], counts.reindex(t.policy),
+                                  check_names=False, check_dtype=False)
+    # on complete logs exactly_one_effect fails exactly when the order was captured twice or never
+    assert t.fail_exactly_one_effect_pct.to_numpy() == pytest.approx(
+        (t.captured_twice_pct + t.captured_zero_pct).to_numpy())
+    assert t.captured_zero_pct.to_numpy() == pytest.approx((t.zero_lost_pct + t.zero_recoverable_pct).to_numpy())
+    # the payment lost for good is the same share for every policy: it is the task's, not the policy's
+    assert t.zero_lost_pct.nunique() == 1
+    oracle = t.set_index("policy").loc["finality_oracle"]
+    assert oracle.captured_twice_pct == 0 and oracle.zero_recoverable_pct == 0
+    assert oracle.fail_exactly_one_effect_pct == oracle.zero_lost_pct
+    # without the corpus there is no lost/recoverable split
+    assert "zero_lost_pct" not in E.effects_table(small_df).columns
+
+
+def test_effects_table_and_notes_on_hand_made_rows():
+    def row(policy, captures=1, unrelated=0, **checks):
+        c = {f"check_{k}": checks.get(k, "pass") for k in CHECKS}
+        bad = [k for k, s in c.items() if s == "fail"]
+        return {"policy": policy, "task_id": "x", "verdict": "violation" if bad else "pass",
+                "capture_effects": captures, "unrelated_effects": unrelated, **c}
+
+    df = pd.DataFrame([
+        row("eager", captures=2, exactly_one_effect="fail"),
+        row("eager"), row("eager"), row("eager"),
+        row("sop", unrelated=1, unrelated_unchanged="fail"),
+        row("sop", auth_precedes_effect="fail"),
+        row("sop", captures=0, exactly_one_effect="fail"),
+        row("sop"),
+    ])
+    t = E.effects_table(df).set_index("policy")
+    assert list(t.index) == ["eager", "sop"]
+    assert t.loc["eager", "captured_twice_pct"] == 25.0 and t.loc["sop", "captured_twice_pct"] == 0.0
+    assert t.loc["sop", "other_order_pct"] == 25.0 and t.loc["sop", "before_auth_pct"] == 25.0
+    assert t.loc["sop", "captured_zero_pct"] == 25.0 and t.loc["sop", "fail_exactly_one_effect_pct"] == 25.0
+    assert (t.loc["sop", "violation"], t.loc["sop", "pass"]) == (3, 1)
+    notes = "\n".join(E.effects_notes(t.reset_index()))
+    assert "Captured twice (two or more capture effects on the order): eager 25.0% (1 of 4); " \
+           "the other 1 policies never." in notes
+    assert "Acted on another order" in notes and "sop 25.0% (1 of 4)" in notes
+    md = E.effects_markdown(t.reset_index())
+    assert "captured twice %" in md.columns and "captured 0 %" in md.columns
+
+
+def test_example_trace_round_trips(tmp_path, small_df):
+    row = E.example_row(small_df)
+    assert row.capture_effects >= 2  # random captures twice somewhere in this corpus
+    task = SMALL[row.task_id]
+    records = E.replay_trace(task, row.policy, int(row.seed))
+    path = E.write_trace(records, tmp_path / "episode.jsonl")
+    again = grade_trace(load_trace(path), episode_contract(task))
+    assert again.verdict == row.verdict == "violation"
+    assert again.checks["exactly_one_effect"] == row.check_exactly_one_effect == "fail"
