@@ -8,8 +8,8 @@ episode results are not reused.
 """
 from __future__ import annotations
 
-ENGINE_VERSION = "2"
-"""Bumped whenever the engine's semantics change; part of every cache key."""
+ENGINE_VERSION = "3"
+"""Bumped whenever the semantics of the engine or of a policy change; part of every cache key."""
 
 # --- time (SPEC §1) --------------------------------------------------------
 HANDOVER = 120

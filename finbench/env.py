@@ -43,7 +43,7 @@ class EpisodeResult:
 class FinalityEnv:
     """One task's episode: `reset()` at HANDOVER, then `step(tool, **args)` until `done`.
 
-    Observations are plain dicts and may be shared between episodes (read-only).
+    Observations are plain JSON-serialisable dicts, a fresh copy for every call.
     `step` never raises for a bad tool, argument or order id: it answers with an
     `error` and charges the call (one tick, one call of the budget).
     """
@@ -83,6 +83,8 @@ class FinalityEnv:
             "calls_left": self.calls_left,
             "capture": {"id": C.ORIGINAL_CAPTURE, "key": C.ORIGINAL_KEY, "submitted_at": C.CAPTURE_AT},
             "customer_orders": [task.other_order_id],
+            "tool_ticks": {"read": self.costs.read_ticks, "probe_processor": self.costs.probe_ticks,
+                           "other": 1},
             "seed": self.seed,
         }
 
@@ -91,7 +93,7 @@ class FinalityEnv:
         t = self.task
         return {"outcome": t.outcome, "determined_at": t.determined_at, "retry_outcome": t.retry_outcome}
 
-    def step(self, tool: str, **args) -> dict:
+    def step(self, tool: str, /, **args) -> dict:
         if self.world is None:
             raise RuntimeError("call reset() before step()")
         if self.done:

@@ -69,7 +69,7 @@ class FaultProfile:
 
 
 def _check(families) -> None:
-    bad = [f for f in families if f not in C.FAMILIES]
+    bad = sorted(str(f) for f in families if f not in C.FAMILIES)
     if bad:
         raise ValueError(f"unknown fault family {bad[0]!r}; valid families: {', '.join(C.FAMILIES)}")
 

@@ -141,11 +141,9 @@ class Eager(Routine):
 
 def system_verdicts(reads: dict[str, dict], value: float) -> tuple[dict[str, str], bool]:
     """Each system's verdict (settled / failed / pending) and whether ledger or bank shows a double posting."""
-    v = {}
-    proc = reads["processor"]
-    v["processor"] = processor_verdict({"result": proc})
-    cash = proc and reads["ledger"]["balances"]["cash"]
+    v = {"processor": processor_verdict({"result": reads["processor"]})}
     led = reads["ledger"]
+    cash = led["balances"]["cash"]
     failed_lines = any(ln["memo"].startswith("capture failed") for ln in led["lines"])
     v["ledger"] = "settled" if led["balances"]["cash"] >= value - 0.005 else ("failed" if failed_lines else "pending")
     erp = reads["erp"]["status"]
@@ -162,7 +160,7 @@ class MajorityVote(Routine):
 
     name = "majority_vote"
 
-    def __init__(self, wait: int = 60):
+    def __init__(self, wait: int = 75):
         self.wait_ticks = wait
 
     def run(self):
@@ -182,7 +180,8 @@ class MajorityVote(Routine):
             if votes.count("failed") >= 3:
                 yield self.call("write_off")
                 return
-            if self.now + self.wait_ticks + 5 > C.SHIP_BY or self.calls_left <= 6:
+            # another round costs a wait and four reads, then one call to act
+            if self.now + self.wait_ticks + 5 > C.SHIP_BY or self.calls_left < 6:
                 yield self.call("escalate")
                 return
             yield self.wait(self.wait_ticks)
@@ -246,28 +245,32 @@ class ReAct(Routine):
 
     def run(self):
         track, retried = C.ORIGINAL_CAPTURE, False
-        slack = 2 + (self.pause + 2 if self.pause else 0)
+        look = self.pause + 2 if self.pause else 0  # ticks of a second look (wait + read)
+        slack = 2 + look  # the last observation leaves time to look again and act by SHIP_BY
+        final = 1 + (2 if self.pause else 0)  # calls the last decision needs
         while True:
-            verdict = yield from self.observe(track)
-            if verdict in ("settled", "failed") or self.now + slack > C.SHIP_BY:
-                decision = verdict if verdict != "pending" else "deadline"
-                if decision != "deadline":
-                    decision = yield from self.confirmed(verdict, track)
-                if decision == "settled" and self.now < C.SHIP_BY:
-                    yield self.call("ship")
-                    return
-                if decision == "failed" and not retried:
-                    obs = yield self.call("retry_capture", idempotency_key="key-2")
-                    track = (obs.get("result") or {}).get("receipt", track)
-                    retried = True
-                    continue
-                if self.now + slack > C.SHIP_BY or decision == "failed":
-                    yield self.call("refund")
-                    return
-            if self.calls_left <= 3:
+            if self.calls_left < 1 + final:  # no budget left to observe and then decide
                 yield self.call("refund")
                 return
-            yield self.wait(min(self.wait_ticks, max(1, C.SHIP_BY - slack - self.now)))
+            verdict = yield from self.observe(track)
+            # out of time or out of calls for another wait-and-observe cycle
+            deadline = self.now + slack > C.SHIP_BY or self.calls_left < 2 + final
+            if verdict == "pending" and not deadline:
+                yield self.wait(min(self.wait_ticks, max(1, C.SHIP_BY - slack - self.now)))
+                continue
+            decision = yield from self.confirmed(verdict, track)
+            if decision == "settled" and self.now < C.SHIP_BY:
+                yield self.call("ship")
+                return
+            if decision == "failed" and not retried and self.calls_left >= 2 + final:
+                obs = yield self.call("retry_capture", idempotency_key="key-2")
+                track = (obs.get("result") or {}).get("receipt", track)
+                retried = True
+                continue
+            if decision == "pending" and not (self.now + slack > C.SHIP_BY or self.calls_left < 2 + final):
+                continue  # the second look disagreed and there is room: keep observing
+            yield self.call("refund")
+            return
 
 
 class Reflection(ReAct):
@@ -292,7 +295,7 @@ class FinalityGate(Routine):
 
     def run(self):
         track, retried = C.ORIGINAL_CAPTURE, False
-        probe_ticks = 5
+        probe_ticks = self.brief.get("tool_ticks", {}).get("probe_processor", 5)
         while True:
             obs = yield self.call("probe_processor")
             verdict = probe_verdict(obs, track)
@@ -306,7 +309,7 @@ class FinalityGate(Routine):
                 obs = yield self.call("retry_capture", idempotency_key="key-2")
                 track, retried = (obs.get("result") or {}).get("receipt", "cap-2"), True
                 continue
-            if self.now + probe_ticks + 2 > C.SHIP_BY or self.calls_left <= 3:
+            if self.now + probe_ticks + 2 > C.SHIP_BY or self.calls_left < 3:
                 yield self.call("escalate")
                 return
             yield self.wait(min(self.wait_ticks, C.SHIP_BY - probe_ticks - 1 - self.now))

@@ -38,7 +38,8 @@ def build_trace(task, captures, replays, dispositions, outcome, other_effects) -
                             "key": None, "receipt": f"{op}-{i}", "new_effect": True, "actor": actor}))
     if outcome.chargeback > 0:
         for c in captures:
-            if c.outcome == "settled":
+            # only what was held when it landed: a capture settling later stays held
+            if c.outcome == "settled" and c.terminal_at <= task.chargeback_at:
                 rows.append((task.chargeback_at, 3, {"kind": "reverse", "receipt": c.id, "by": "chargeback"}))
     for i, (t, op) in enumerate(other_effects, start=1):
         rows.append((t, 2, {"kind": "effect", "op": op, "order": task.other_order_id,

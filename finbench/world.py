@@ -2,6 +2,7 @@
 delivery streams to the four systems, reads, and the authoritative probe."""
 from __future__ import annotations
 
+import marshal
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
@@ -103,8 +104,6 @@ class World:
         self.reads = {s: 0 for s in C.SYSTEMS}
         self.captures = [Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_id, task.order_value,
                                  C.CAPTURE_AT, task.determined_at, task.outcome)]
-        self.other_captures: list[Capture] = []
-        self._other_views = None
 
     # --- deliveries ---------------------------------------------------------
     @property
@@ -158,11 +157,13 @@ class World:
         ds, arrivals = self._lanes[system]
         n = bisect_right(arrivals, t)
         key = (system, n)
-        out = self._memo.get(key)
-        if out is None:
-            out = _FOLDS[system](self.task, ds[:n])
-            self._memo[key] = out
-        return out
+        blob = self._memo.get(key)
+        if blob is None:
+            # memoised as bytes: every read gets its own copy, so an agent that
+            # edits an observation cannot change a later read or episode
+            blob = marshal.dumps(_FOLDS[system](self.task, ds[:n]))
+            self._memo[key] = blob
+        return marshal.loads(blob)
 
     def probe(self, t: int) -> dict:
         """The authoritative finality query: the canonical log itself."""
@@ -171,9 +172,7 @@ class World:
                              for c in self.captures if c.submitted_at <= t]}
 
     def other_view(self, system: str) -> dict:
-        if self._other_views is None:
-            self._other_views = completed_order_views(self.task.other_order_id, self.task.other_order_value)
-        return self._other_views[system]
+        return completed_order_views(self.task.other_order_id, self.task.other_order_value)[system]
 
     def fired(self) -> dict[str, int]:
         counts = {f: 0 for f in C.FAMILIES}

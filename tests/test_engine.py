@@ -265,3 +265,41 @@ def test_tool_schemas_are_the_twelve_tools():
     assert len(names) == 12 and len(set(names)) == 12
     for s in schemas:
         assert "order_id" in s["function"]["parameters"]["required"]
+
+
+def test_an_edited_observation_changes_nothing_later():
+    task = fb.make_task("pending_settle", seed=1)
+    first = FinalityEnv(task, 1)
+    b = first.reset()
+    obs = first.step("read_ledger", order_id=b["order_id"])
+    obs["result"]["lines"].clear()
+    obs["result"]["balances"]["cash"] = 1e9
+    again = FinalityEnv(task, 1)
+    b = again.reset()
+    assert again.step("read_ledger", order_id=b["order_id"])["result"]["lines"]
+
+
+def test_step_never_raises_on_argument_names():
+    task = fb.make_task("pending_settle", seed=1)
+    env = FinalityEnv(task, 0, NONE)
+    b = env.reset()
+    for bad in ({"tool": "x"}, {"self": 1}):
+        obs = env.step("read_erp", order_id=b["order_id"], **bad)
+        assert "unexpected argument" in obs["error"]
+
+
+def test_fault_family_errors_are_deterministic():
+    with pytest.raises(ValueError, match="'bogus1'"):
+        fb.FaultProfile(0.3, frozenset({"bogus2", "bogus1"}))
+
+
+def test_chargeback_reverses_only_what_was_held():
+    task = fb.make_task("late_chargeback", seed=4)
+    # a fresh-key capture that settles after the chargeback stays held: not reversed in the trace
+    late = task.chargeback_at - C.HANDOVER - task.retry_delay + 5
+    env = _play(task, [("wait", {"ticks": late}), ("retry_capture", {"idempotency_key": "key-9"}), ("ship", {})])
+    res = env.result()
+    reversed_ = [r["receipt"] for r in res.trace if r.get("kind") == "reverse"]
+    assert reversed_ == ["cap-1"]
+    v = fb.grade_trace(list(res.trace), fb.Contract(task.order_id, task.order_value, op="capture"))
+    assert v.checks["evidence_complete"] == "pass" and v.checks["exactly_one_effect"] == "fail"

@@ -74,3 +74,30 @@ def test_every_policy_ends_every_case_within_budget(policy):
 def test_policy_by_object_and_by_name_agree():
     task = CORPUS.tasks[3]
     assert fb.run_episode(task, "react", 1).position == fb.run_episode(task, fb.get_policy("react"), 1).position
+
+
+def test_polling_policies_act_by_themselves_within_the_budget():
+    """No forced close: every policy but random ends the case with its own decision."""
+    for task in CORPUS:
+        for policy in ("majority_vote", "sop", "react", "reflection", "finality_gate"):
+            res = fb.run_episode(task, policy, 0)
+            assert res.disposition != "close" and res.n_calls <= 40, (policy, task.task_id)
+        res = fb.run_episode(task, "optimistic", 0)  # closes by design, at the deadline
+        assert res.disposition == "ship" or res.end_t <= C.SHIP_BY
+    for knobs in ({"wait": 5}, {"wait": 10, "pause": 10}):
+        for task in CORPUS.tasks[::5]:
+            res = fb.run_episode(task, fb.get_policy("reflection", **knobs), 0)
+            assert res.disposition != "close", (knobs, task.task_id)
+
+
+def test_majority_vote_watches_until_the_deadline():
+    ends = [fb.run_episode(t, "majority_vote", 0).end_t for t in CORPUS if t.archetype == "unresolvable"]
+    assert max(ends) > 590 and max(ends) <= C.SHIP_BY
+
+
+def test_reflection_looks_twice_before_the_deadline_refund():
+    for task in CORPUS:
+        res = fb.run_episode(task, "reflection", 0)
+        if res.disposition == "refund":
+            tools = [tool for _, tool, _, _ in res.actions]
+            assert tools[-3:] == ["wait", "read_processor", "refund"], (task.task_id, tools[-4:])

@@ -189,3 +189,12 @@ def test_corpus_file_roundtrip_and_tamper(tmp_path):
 def test_committed_corpus_files_match_the_generator():
     for name, seed in (("public", fb.PUBLIC_SEED), ("regen", fb.REGEN_SEED)):
         assert fb.load_corpus(ROOT / "data" / f"corpus_{name}.jsonl").fingerprint == fb.make_corpus(seed).fingerprint
+
+
+def test_small_corpora_follow_the_mix_by_largest_remainder():
+    for n in (20, 30, 100):
+        c = fb.make_corpus(n_tasks=n)
+        mix = Counter(t.archetype for t in c)
+        full = Counter(t.archetype for t in CORPUS)
+        for a, k in full.items():
+            assert abs(mix[a] - k * n / 321) <= 2.5, (n, a, mix[a], k * n / 321)
