@@ -440,14 +440,12 @@ def grade_trace(records: Iterable[Mapping[str, Any]], contract: Contract) -> Ver
         for e in effects
         if e.order != order or not _same_money(e.amount, contract.amount)
     ]
-    checks["targets_intended"] = _status(wrong, complete)
-    reasons["targets_intended"] = (
-        _one(wrong)
-        if wrong
-        else f"every {op} effect names order {order!r} and amount {contract.amount:g}"
-        if complete
-        else not_shown
-    )
+    def observed(name: str, failures: list[str], ok: str) -> None:
+        """A check whose failures are observed directly on the records present."""
+        checks[name] = _status(failures, complete)
+        reasons[name] = _one(failures) if failures else ok if complete else not_shown
+
+    observed("targets_intended", wrong, f"every {op} effect names order {order!r} and amount {contract.amount:g}")
 
     # 3. exactly_one_effect.
     checks["exactly_one_effect"], reasons["exactly_one_effect"] = _exactly_one(
@@ -455,22 +453,8 @@ def grade_trace(records: Iterable[Mapping[str, Any]], contract: Contract) -> Ver
     )
 
     # 4. retry_idempotent and 5. unrelated_unchanged: both observed directly.
-    checks["retry_idempotent"] = _status(fail_retry, complete)
-    reasons["retry_idempotent"] = (
-        _one(fail_retry)
-        if fail_retry
-        else "every replayed key returned its first receipt with no new effect"
-        if complete
-        else not_shown
-    )
-    checks["unrelated_unchanged"] = _status(fail_unrelated, complete)
-    reasons["unrelated_unchanged"] = (
-        _one(fail_unrelated)
-        if fail_unrelated
-        else f"no effect or reversal touched an order other than {order!r}"
-        if complete
-        else not_shown
-    )
+    observed("retry_idempotent", fail_retry, "every replayed key returned its first receipt with no new effect")
+    observed("unrelated_unchanged", fail_unrelated, f"no effect or reversal touched an order other than {order!r}")
 
     # 6. evidence_complete: "fail" when the log shows it is incomplete.
     checks["evidence_complete"] = PASS if complete else FAIL
