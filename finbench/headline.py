@@ -90,6 +90,12 @@ def headline_claims(t2: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     return pd.DataFrame(claims, columns=["claim", "holds", "measured"])
 
 
+def claims_notes(claims: pd.DataFrame) -> list[str]:
+    """Markdown lines stating which claims hold, for the table's notes."""
+    return ["Claims of the paper checked against this table:", ""] + [
+        f"- {'holds' if c.holds else 'DOES NOT HOLD'}: {c.claim} ({c.measured})" for c in claims.itertuples()]
+
+
 def figure1(df: pd.DataFrame, k_max: int = 5):
     """Figure 1: exact vs pass^5 per policy, and the pass^k curve. Returns two figures."""
     from finbench.plotting import plot_exact_vs_pass5, plot_pass_k_curve
