@@ -36,6 +36,7 @@ TOOLS: dict[str, dict] = {
     "close": {"description": "End the case with no disposition.", "params": dict(_ORDER)},
 }
 TOOL_NAMES = tuple(TOOLS)
+_PARAM_SETS = {name: frozenset(spec["params"]) for name, spec in TOOLS.items()}
 assert len(TOOLS) == 12
 
 
@@ -55,12 +56,11 @@ def validate(tool: object, args: dict) -> str | None:
     if not isinstance(tool, str) or tool not in TOOLS:
         return f"unknown tool {tool!r}; tools: {', '.join(TOOL_NAMES)}"
     params = TOOLS[tool]["params"]
-    extra = sorted(set(args) - set(params))
-    if extra:
-        return f"{tool}: unexpected argument(s) {', '.join(extra)}; takes {', '.join(params)}"
-    missing = [p for p in params if p not in args]
-    if missing:
-        return f"{tool}: missing argument(s) {', '.join(missing)}"
+    if args.keys() != _PARAM_SETS[tool]:
+        extra = sorted(set(args) - set(params))
+        if extra:
+            return f"{tool}: unexpected argument(s) {', '.join(extra)}; takes {', '.join(params)}"
+        return f"{tool}: missing argument(s) {', '.join(p for p in params if p not in args)}"
     if not isinstance(args["order_id"], str):
         return f"{tool}: order_id must be a string"
     if tool == "wait":
