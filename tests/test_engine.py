@@ -163,7 +163,11 @@ def test_money_identity_and_refund_bound(archetype, seed, calls, faults):
                                          abs=1e-9)
     out = env.outcome()
     settled = sum(c.amount for c in env.world.captures if c.outcome == "settled" and c.terminal_at <= C.HORIZON)
-    assert 0.0 <= out.refunded <= settled + 1e-9
+    # conservation: every settled dollar is held, refunded or charged back (cash also carries the unrelated cost)
+    assert out.cash + out.unrelated + out.refunded + out.chargeback == pytest.approx(settled, abs=1e-9)
+    if env.disposition == "refund":  # a refund returns what had settled by then, no more
+        by_then = sum(c.amount for c in env.world.captures if c.outcome == "settled" and c.terminal_at <= env.disposition_t)
+        assert out.refunded <= by_then + 1e-9
     assert out.cash >= -1e-9 and out.liability >= 0.0
     assert res.gap == pytest.approx(res.reference_position - res.position)
 
@@ -303,3 +307,26 @@ def test_chargeback_reverses_only_what_was_held():
     assert reversed_ == ["cap-1"]
     v = fb.grade_trace(list(res.trace), fb.Contract(task.order_id, task.order_value, op="capture"))
     assert v.checks["evidence_complete"] == "pass" and v.checks["exactly_one_effect"] == "fail"
+
+
+def test_refund_returns_exactly_what_had_settled():
+    task = fb.make_task("pending_settle", determined_at=200, seed=3)
+    env = _play(task, [("retry_capture", {"idempotency_key": "key-2"}), ("wait", {"ticks": 300}), ("refund", {})])
+    out = env.outcome()
+    assert out.refunded == 2 * task.order_value and out.cash == 0.0 and out.position == 0.0
+
+
+def test_clerk_returns_the_excess_after_a_double_charge():
+    task = fb.make_task("lost_settlement", determined_at=300, seed=3)
+    out = _play(task, [("retry_capture", {"idempotency_key": "key-2"}), ("escalate", {})]).outcome()
+    v = task.order_value
+    assert out.human_action == "ship" and out.refunded == v and out.cash == v
+    assert out.position == pytest.approx(0.4 * v - 18)
+
+
+@pytest.mark.parametrize("offset,premature", [(-1, True), (0, False)])
+def test_premature_means_before_determination(offset, premature):
+    task = fb.make_task("pending_settle", determined_at=300, seed=1)
+    # ship takes effect one tick after it is issued
+    res = _play(task, [("wait", {"ticks": 300 + offset - 1 - C.HANDOVER}), ("ship", {})]).result()
+    assert res.end_t == 300 + offset and res.premature_irreversible is premature

@@ -33,8 +33,9 @@ def test_finality_gate_is_fault_invariant():
     profiles = [fb.FaultProfile.none(), fb.FaultProfile.default()] + [fb.FaultProfile.only(f) for f in C.FAMILIES]
     for task in CORPUS:
         for seed in range(5):
-            positions = {fb.run_episode(task, "finality_gate", seed, p).position for p in profiles}
-            assert len(positions) == 1, task.task_id
+            results = [fb.run_episode(task, "finality_gate", seed, p) for p in profiles]
+            assert len({r.position for r in results}) == 1, task.task_id
+            assert not any(r.premature_irreversible for r in results), task.task_id
 
 
 def test_gate_never_acts_irreversibly_before_a_terminal_probe():
@@ -45,10 +46,18 @@ def test_gate_never_acts_irreversibly_before_a_terminal_probe():
         assert len(keys) <= 1 and (not keys or task.outcome == "failed")
 
 
-def test_oracle_is_the_reference():
+def test_oracle_acts_as_spec_section_7_says():
+    """Not circular: the reference is the oracle's own play, so check its actions directly."""
     for task in CORPUS:
         res = fb.run_episode(task, "finality_oracle", 0)
-        assert res.gap == 0.0 and res.exact
+        calls = [(tool, a.get("idempotency_key")) for _, tool, a, _ in res.actions]
+        if task.outcome == "settled":
+            assert calls == [("ship", None)]
+        elif task.retry_outcome == "settled":
+            assert calls == [("retry_capture", "key-2"), ("ship", None)]
+        else:
+            assert calls == [("write_off", None)] and res.position == 0.0
+        assert res.end_t <= C.HANDOVER + 2 and res.gap == 0.0
 
 
 def test_knobs_and_names():

@@ -198,3 +198,42 @@ def test_small_corpora_follow_the_mix_by_largest_remainder():
         full = Counter(t.archetype for t in CORPUS)
         for a, k in full.items():
             assert abs(mix[a] - k * n / 321) <= 2.5, (n, a, mix[a], k * n / 321)
+
+
+# --- folds and reorder over the whole corpus (what a fixed set of examples can miss) ----
+
+_RANK_ERP = {None: -1, "placed": 0, "payment_failed": 1, "paid": 2, "charged_back": 3}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_corpus_sweep_reorder_bound_and_monotone_folds(seed):
+    profile = fb.FaultProfile.default()
+    swaps = 0
+    for task in CORPUS:
+        w = World(task, seed, profile)
+        by_id = {d.id: d for d in w.deliveries}
+        for fam, what in w.firings:
+            if fam == "reorder":
+                a, b = by_id[what[0]], by_id[what[1]]
+                assert a.system == b.system and 0 < abs(a.arrival - b.arrival) <= C.REORDER_WINDOW
+                swaps += 1
+        seen: dict[str, str] = {}
+        erp_rank = -1
+        for t in sorted({d.arrival for d in w.deliveries}):
+            for c in w.view("processor", t)["captures"]:  # a terminal status is never overwritten
+                if c["id"] in seen:
+                    assert c["status"] == seen[c["id"]], (task.task_id, seed, t, c)
+                elif c["status"] in ("settled", "failed"):
+                    seen[c["id"]] = c["status"]
+            rank = _RANK_ERP[w.view("erp", t)["status"]]  # the ERP never regresses
+            assert rank >= erp_rank, (task.task_id, seed, t)
+            erp_rank = rank
+    assert swaps > 100  # the sweep does exercise reorder
+
+
+@pytest.mark.parametrize("determined_at,posts", [(300, 360), (360, 420), (359, 360), (419, 420)])
+def test_bank_posts_at_the_next_boundary_strictly_after(determined_at, posts):
+    task = fb.make_task("pending_settle", determined_at=determined_at)
+    w = World(task, 0, fb.FaultProfile.none())
+    assert w.view("bank", posts - 1)["lines"] == []
+    assert [ln["posted_at"] for ln in w.view("bank", posts)["lines"]] == [posts]
