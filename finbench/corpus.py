@@ -118,11 +118,6 @@ class Corpus:
                 return t
         raise KeyError(task_id)
 
-    def subset(self, task_ids) -> Corpus:
-        """The tasks named, in corpus order (a stratified subset keeps whole units)."""
-        keep = set(task_ids)
-        return Corpus(tuple(t for t in self.tasks if t.task_id in keep), self.master_seed)
-
     def save(self, path: str | Path) -> Path:
         """Write a JSONL file: a header line with the fingerprint, then one task a line."""
         path = Path(path)

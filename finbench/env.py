@@ -8,7 +8,7 @@ from finbench import constants as C
 from finbench.corpus import Task
 from finbench.economics import Costs, Outcome, settle_case
 from finbench.faults import FaultProfile
-from finbench.tools import DISPOSITIONS, READS, tool_ticks, validate
+from finbench.tools import READS, tool_ticks, validate
 from finbench.trace import build_trace
 from finbench.world import World
 
@@ -99,14 +99,12 @@ class FinalityEnv:
         if self.done:
             return {"t": self.now, "tool": tool, "error": "the case is closed", "done": True}
         err = validate(tool, args)
-        order = args.get("order_id") if isinstance(args, dict) else None
+        order = args.get("order_id")
         task = self.task
         if err is None and order not in (task.order_id, task.other_order_id):
             err = f"{tool}: unknown order {order!r}"
         if err is not None:
-            t = min(self.now + 1, C.HORIZON)
-            obs = self._finish_call(tool, args, t, {"error": err})
-            return obs
+            return self._finish_call(tool, args, min(self.now + 1, C.HORIZON), {"error": err})
         t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
         if order == task.other_order_id:
             return self._finish_call(tool, args, t, self._other(tool, args, t))

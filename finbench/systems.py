@@ -5,7 +5,6 @@ and returns the plain JSON payload an agent (or a language model) sees.
 """
 from __future__ import annotations
 
-from finbench import constants as C
 
 TERMINAL = {"settled", "failed"}
 
@@ -139,5 +138,3 @@ def completed_order_views(order_id: str, value: float) -> dict[str, dict]:
              "description": f"card settlement {order_id}"}], "total": value},
     }
 
-
-assert set(C.SYSTEMS) == {"processor", "ledger", "erp", "bank"}

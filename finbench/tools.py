@@ -6,7 +6,6 @@ import copy
 from finbench import constants as C
 
 READS = ("read_processor", "read_ledger", "read_erp", "read_bank")
-DISPOSITIONS = ("ship", "refund", "write_off", "escalate", "close")
 
 _ORDER = {"order_id": {"type": "string", "description": "The order the call acts on."}}
 

@@ -20,7 +20,6 @@ class Capture:
 
     id: str
     key: str
-    order_id: str
     amount: float
     submitted_at: int
     terminal_at: int
@@ -102,7 +101,7 @@ class World:
         self.extra: list[Delivery] = []
         self.extra_firings: list = []
         self.reads = {s: 0 for s in C.SYSTEMS}
-        self.captures = [Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_id, task.order_value,
+        self.captures = [Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_value,
                                  C.CAPTURE_AT, task.determined_at, task.outcome)]
 
     # --- deliveries ---------------------------------------------------------
@@ -125,7 +124,7 @@ class World:
     def add_capture(self, key: str, t: int) -> Capture:
         """A new capture submitted at t under a fresh key; resolved by the task's retry draw."""
         task = self.task
-        cap = Capture(f"cap-{len(self.captures) + 1}", key, task.order_id, task.order_value, t,
+        cap = Capture(f"cap-{len(self.captures) + 1}", key, task.order_value, t,
                       t + task.retry_delay, task.retry_outcome)
         self.captures.append(cap)
         events = [Event(t, "capture_submitted", cap.id, key, cap.amount),

@@ -1,7 +1,6 @@
 """Every notebook runs headless through papermill at a small size; the tables it writes are checked."""
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import finbench as fb
