@@ -7,7 +7,7 @@ export PYTHONPATH := $(CURDIR)
 export SOURCE_DATE_EPOCH := 0
 export MPLBACKEND := Agg
 
-.PHONY: all venv test reproduce bench clean
+.PHONY: all venv test reproduce bench lab clean
 
 all: test
 
@@ -30,6 +30,16 @@ reproduce: $(STAMP)
 # episodes per second over the full corpus x 5 seeds, one process
 bench: $(STAMP)
 	$(PY) -m finbench.bench
+
+# JupyterLab on the venv's python3 kernel, rooted here; `make lab LAB_PORT=8899` to move it.
+# MPLBACKEND is dropped so that kernels show figures inline (Agg is for the batch runs);
+# --allow-root since these machines run as root (a no-op for anyone else).
+LAB_IP ?= 127.0.0.1
+LAB_PORT ?= 8888
+lab: $(STAMP)
+	$(PY) -m ipykernel install --sys-prefix --name python3
+	env -u MPLBACKEND $(PY) -m jupyterlab --no-browser --allow-root --ServerApp.ip=$(LAB_IP) \
+		--ServerApp.port=$(LAB_PORT) '--ServerApp.root_dir=$(CURDIR)'
 
 clean:
 	rm -rf build data/cache
