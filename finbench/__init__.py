@@ -1,23 +1,44 @@
 """FinalityBench: agent decisions under delayed and conflicting financial finality.
 
-The public surface; everything else in the package is free to change.
+The public surface; everything else in the package is free to change. Names
+are imported lazily (PEP 562), so `import finbench.grading` or the `grade`
+command loads neither pandas nor the simulator.
 """
 from __future__ import annotations
 
-from finbench.constants import HANDOVER, HORIZON, PUBLIC_SEED, REGEN_SEED, SHIP_BY
-from finbench.corpus import Corpus, CorpusError, Task, load_corpus, make_corpus, make_task
-from finbench.economics import Costs
-from finbench.env import EpisodeResult, FinalityEnv, run_episode
-from finbench.faults import FaultProfile
-from finbench.grading import CHECKS, Contract, TraceError, Verdict, grade_trace, load_trace
-from finbench.policies import POLICIES, Policy, get_policy
-from finbench.runner import evaluate
-from finbench.tools import tool_schemas
+import importlib
 
-__all__ = [
-    "HANDOVER", "HORIZON", "PUBLIC_SEED", "REGEN_SEED", "SHIP_BY",
-    "Corpus", "CorpusError", "Task", "load_corpus", "make_corpus", "make_task",
-    "Costs", "EpisodeResult", "FinalityEnv", "run_episode", "FaultProfile",
-    "CHECKS", "Contract", "TraceError", "Verdict", "grade_trace", "load_trace",
-    "POLICIES", "Policy", "get_policy", "evaluate", "tool_schemas",
-]
+_EXPORTS = {
+    "constants": ("HANDOVER", "HORIZON", "PUBLIC_SEED", "REGEN_SEED", "SHIP_BY"),
+    "corpus": ("Corpus", "CorpusError", "Task", "load_corpus", "make_corpus", "make_task"),
+    "economics": ("Costs",),
+    "env": ("EpisodeResult", "FinalityEnv", "run_episode"),
+    "faults": ("FaultProfile",),
+    "grading": ("CHECKS", "Contract", "TraceError", "Verdict", "grade_trace", "load_trace"),
+    "policies": ("POLICIES", "Policy", "get_policy"),
+    "policy_refs": ("PolicyError", "PolicyRef", "register_policy"),
+    "runner": ("evaluate",),
+    "tools": ("tool_schemas",),
+    "run": ("Run", "sweep"),
+    "publish": ("publish",),
+    "claims": ("Claim",),
+    "pricing": ("reprice",),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = [name for names in _EXPORTS.values() for name in names] + ["experiments"]
+
+
+def __getattr__(name: str):
+    if name == "experiments":
+        return importlib.import_module("finbench.experiments")
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'finbench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"finbench.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

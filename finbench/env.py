@@ -1,6 +1,14 @@
-"""The environment (tools in, JSON out), one episode, and its result (SPEC §4, §8)."""
+"""The environment (tools in, JSON out), one episode, and its result (SPEC §4, §8).
+
+Outside agents call `FinalityEnv.step`, which checks every call and copies every
+observation. The package's own policies are played (`play`) through a fast path
+that skips that defensive work and gives the identical episode.
+"""
 from __future__ import annotations
 
+import gc
+import marshal
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -8,11 +16,14 @@ from finbench import constants as C
 from finbench.corpus import Task
 from finbench.economics import Costs, Outcome, settle_case
 from finbench.faults import FaultProfile
-from finbench.tools import READS, tool_ticks, validate
+from finbench.tools import READS, TOOLS, tool_ticks, validate
 from finbench.trace import build_trace
+from finbench.trace import clear_memo as clear_grades
 from finbench.world import World
+from finbench.world import clear_memos as clear_worlds
 
 IRREVERSIBLE = ("ship", "refund", "write_off")
+_SYSTEM_OF = {tool: tool[len("read_"):] for tool in READS}
 
 
 @dataclass(frozen=True)
@@ -40,12 +51,67 @@ class EpisodeResult:
     wait_calls: int = 0
 
 
-class FinalityEnv:
-    """One task's episode: `reset()` at HANDOVER, then `step(tool, **args)` until `done`.
+_RESULT_FIELDS = tuple(EpisodeResult.__dataclass_fields__)
+_OUTCOMES: dict = {}  # settle_case memo, see `FinalityEnv.outcome`
+_OUTCOMES_SIZE = 1 << 14
 
-    Observations are plain JSON-serialisable dicts, a fresh copy for every call.
-    `step` never raises for a bad tool, argument or order id: it answers with an
-    `error` and charges the call (one tick, one call of the budget).
+
+def _episode_result(**values) -> EpisodeResult:
+    """`EpisodeResult(**values)` without the frozen dataclass's field-by-field
+    `object.__setattr__` (a fifth of a short episode's cost): the same object,
+    attributes set in declaration order. Any other set of names takes the
+    constructor, so a field added later cannot be skipped silently."""
+    if tuple(values) != _RESULT_FIELDS:
+        return EpisodeResult(**values)
+    res = object.__new__(EpisodeResult)
+    res.__dict__.update(values)
+    return res
+
+
+class FinalityEnv:
+    """One task's episode, played through tool calls: `reset()`, then `step()` until `done`.
+
+    The environment holds one order whose payment is still settling across four
+    systems of record (processor, ledger, ERP, bank). An agent sees the case only
+    through tool calls; each call costs simulated ticks and one call of the
+    budget, and a terminal disposition (`ship`, `refund`, `write_off`,
+    `escalate`, `close`) ends the case. Afterwards `result()` runs the world on
+    to `HORIZON` and prices the agent's position against the privileged
+    reference.
+
+    Observations are plain JSON-serialisable dicts (what a language model would
+    see), each a fresh copy: editing one cannot change a later read or another
+    episode. `step` never raises for a bad tool, argument or order id; it answers
+    with an `"error"` and charges the call.
+
+    Args:
+        task: The task (one order and its hidden canonical log), e.g. from
+            `make_corpus()`.
+        seed: The fault seed; with `task` and `profile` it fixes every fault draw.
+        profile: Which fault families fire and how often (default:
+            `FaultProfile.default()`, all six at 0.30).
+        costs: Tool ticks, the call budget and the economics (default: `Costs()`).
+        double_effect: A logger self-test only: a replayed idempotency key
+            silently charges again.
+
+    Attributes:
+        now (int): The current tick (`HANDOVER` after `reset`).
+        done (bool): Whether the case has ended.
+        calls_left (int): Calls left in the budget.
+        actions (list): After `reset`, one `(issued_t, tool, args, observation)`
+            per call, in order.
+
+    Example:
+        >>> import finbench as fb
+        >>> env = fb.FinalityEnv(fb.make_corpus(n_tasks=9).tasks[0], seed=0)
+        >>> brief = env.reset()
+        >>> obs = env.step("probe_processor", order_id=brief["order_id"])
+        >>> obs["t"], obs["calls_left"]
+        (125, 39)
+        >>> while not env.done:
+        ...     obs = env.step("ship", order_id=brief["order_id"])
+        >>> env.result("ship-at-once").disposition
+        'ship'
     """
 
     def __init__(self, task: Task, seed: int = 0, profile: FaultProfile | None = None,
@@ -62,6 +128,37 @@ class FinalityEnv:
 
     # --- lifecycle -------------------------------------------------------------
     def reset(self) -> dict:
+        """Start (or restart) the episode at t = `HANDOVER` and return the case brief.
+
+        Builds the task's world for this seed and profile (the fault schedule of
+        every canonical delivery), puts the clock at `HANDOVER`, refills the
+        call budget and forgets any earlier episode of this object.
+
+        Returns:
+            The brief, a dict with:
+
+            - `order_id` (str): the case order, e.g. `"ord-0042"`.
+            - `order_value` (float): its value.
+            - `t` (int): the current tick, `HANDOVER` (120).
+            - `ship_by` (int): the last tick at which `ship` succeeds (600).
+            - `horizon` (int): the tick the world runs to (1800); reaching it
+              ends the case as a `close`.
+            - `calls_left` (int): the call budget (`Costs.step_budget`, 40).
+            - `capture` (dict): the original capture,
+              `{"id": "cap-1", "key": "key-1", "submitted_at": 10}`.
+            - `customer_orders` (list[str]): the customer's other, completed
+              order id (acting on it is an unrelated-state violation).
+            - `tool_ticks` (dict): ticks per call, `{"read": ..,
+              "probe_processor": .., "other": 1}` (`wait` costs its ticks).
+            - `seed` (int): the fault seed.
+
+        Example:
+            >>> import finbench as fb
+            >>> env = fb.FinalityEnv(fb.make_corpus(n_tasks=9).tasks[0], seed=0)
+            >>> brief = env.reset()
+            >>> brief["t"], brief["calls_left"], brief["capture"]["key"]
+            (120, 40, 'key-1')
+        """
         task = self.task
         self.world = World(task, self.seed, self.profile)
         self.now = C.HANDOVER
@@ -74,6 +171,7 @@ class FinalityEnv:
         self.replays: list = []
         self.other_effects: list = []
         self.probe_calls = self.wait_calls = 0
+        self._shared: list[int] = []  # actions whose observation holds a memoised fold (see `_call`)
         return {
             "order_id": task.order_id,
             "order_value": task.order_value,
@@ -94,6 +192,64 @@ class FinalityEnv:
         return {"outcome": t.outcome, "determined_at": t.determined_at, "retry_outcome": t.retry_outcome}
 
     def step(self, tool: str, /, **args) -> dict:
+        """Make one tool call: spend its ticks, then observe or act at the new time.
+
+        A read or probe issued at `now` observes the world at `now + cost`;
+        `ship` succeeds only if `now + cost <= ship_by`. Every call, valid or
+        not, uses one call of the budget. The case ends at the first successful
+        disposition of the case order; an exhausted budget or the clock reaching
+        `horizon` ends it as a `close`.
+
+        Args:
+            tool: One of the twelve tools (`finbench.tools.TOOL_NAMES`):
+                `read_processor`, `read_ledger`, `read_erp`, `read_bank` (1 tick
+                each), `probe_processor` (5 ticks), `wait`, `retry_capture`,
+                `ship`, `refund`, `write_off`, `escalate`, `close` (1 tick each).
+            **args: The tool's arguments, exactly as in `tool_schemas()`: every
+                tool takes `order_id` (str); `wait` also takes `ticks` (int,
+                1..600); `retry_capture` also takes `idempotency_key`
+                (non-empty str).
+
+        Returns:
+            The observation, a fresh JSON-serialisable dict with:
+
+            - `t` (int): the tick after the call.
+            - `tool` (str): the tool called.
+            - `result` (dict), on success: what the tool returned. A read gives
+              the system's view (`system`, `order_id` and the system's fold:
+              processor `authorization`/`captures`/`chargebacks`; ledger
+              `lines`/`balances`/`balanced`; ERP `status`/`amount`/`disposition`;
+              bank `lines`/`total`); `probe_processor` gives `order_id` and
+              `captures` (`id`, `key`, `status` in settled/failed/unknown);
+              `wait` gives `waited`; `retry_capture` gives `receipt`, `key`,
+              `new_capture`; a disposition gives `order_id` and `disposition`
+              (on the unrelated order: `order_id` and `effect`).
+            - `error` (str), instead of `result`, when the call failed: unknown
+              tool, bad or missing argument, unknown order id, or `ship` after
+              the deadline. The call still costs one tick and one call.
+            - `calls_left` (int): the budget left.
+            - `note` (str), only when the call ended the case without a
+              disposition: `"call budget exhausted"` or `"horizon reached"`.
+            - `done` (bool): whether the case has ended.
+
+            Once the case has ended, a further call changes nothing and returns
+            `{"t", "tool", "error": "the case is closed", "done": True}`.
+
+        Raises:
+            RuntimeError: `reset()` has not been called.
+
+        Example:
+            >>> import finbench as fb
+            >>> env = fb.FinalityEnv(fb.make_corpus(n_tasks=9).tasks[0], seed=0)
+            >>> order = env.reset()["order_id"]
+            >>> obs = env.step("wait", order_id=order, ticks=30)
+            >>> obs["t"], obs["result"], obs["calls_left"], obs["done"]
+            (150, {'waited': 30}, 39, False)
+            >>> env.step("wait", order_id=order, ticks=0)["error"]
+            'wait: ticks must be an integer in 1..600, got 0'
+            >>> env.step("read_processor", order_id=order)["result"]["captures"][0]["status"]
+            'submitted'
+        """
         if self.world is None:
             raise RuntimeError("call reset() before step()")
         if self.done:
@@ -104,11 +260,52 @@ class FinalityEnv:
         if err is None and order not in (task.order_id, task.other_order_id):
             err = f"{tool}: unknown order {order!r}"
         if err is not None:
-            return self._finish_call(tool, args, min(self.now + 1, C.HORIZON), {"error": err})
+            return self._finish_call(tool, dict(args), min(self.now + 1, C.HORIZON), {"error": err})
         t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
         if order == task.other_order_id:
-            return self._finish_call(tool, args, t, self._other(tool, args, t))
-        return self._finish_call(tool, args, t, self._case(tool, args, t))
+            return self._finish_call(tool, dict(args), t, self._other(tool, args, t))
+        return self._finish_call(tool, dict(args), t, self._case(tool, args, t))
+
+    def _call(self, tool: str, args: dict) -> dict:
+        """`step` for the package's own policies (see `play`): the same state
+        changes and the same observation, without the defensive work they do
+        not need.
+
+        Their calls are well-formed, their `args` are fresh dicts they never
+        touch again, and they never mutate an observation, so arguments are
+        neither re-validated nor copied and a read hands out the memoised fold
+        itself. Reads and waits, most calls, are finished here; anything unusual
+        (another order, an unknown tool, a closed case) takes the checked path.
+        """
+        if self.done or args.get("order_id") != self.task.order_id or tool not in TOOLS:
+            return self.step(tool, **args)
+        now = self.now
+        system = _SYSTEM_OF.get(tool)
+        if system is not None:
+            t = now + self.costs.read_ticks
+            if t > C.HORIZON:
+                t = C.HORIZON
+            self._shared.append(len(self.actions))
+            result = self.world.read(system, t, copy=False)
+        elif tool == "wait":
+            t = now + int(args["ticks"])
+            if t > C.HORIZON:
+                t = C.HORIZON
+            self.wait_calls += 1
+            result = {"waited": t - now}
+        else:
+            t = min(now + tool_ticks(tool, args, self.costs), C.HORIZON)
+            return self._finish_call(tool, args, t, self._case(tool, args, t))
+        # as `_finish_call`, with the observation built in one go
+        self.now = t
+        left = self.calls_left = self.calls_left - 1
+        obs = {"t": t, "tool": tool, "result": result, "calls_left": left}
+        if left <= 0 or t >= C.HORIZON:
+            self._dispose("close", t)
+            obs["note"] = "call budget exhausted" if left <= 0 else "horizon reached"
+        obs["done"] = self.done
+        self.actions.append((now, tool, args, obs))
+        return obs
 
     # --- the case order -------------------------------------------------------
     def _case(self, tool: str, args: dict, t: int) -> dict:
@@ -175,32 +372,75 @@ class FinalityEnv:
             self._dispose("close", self.now)
             obs["note"] = "call budget exhausted" if self.calls_left <= 0 else "horizon reached"
         obs["done"] = self.done
-        self.actions.append((issued, tool, dict(args), obs))
+        self.actions.append((issued, tool, args, obs))
         return obs
 
     # --- grading --------------------------------------------------------------
     def outcome(self) -> Outcome:
+        """What the case came to once the world has run on to HORIZON (SPEC §5).
+
+        Raises:
+            RuntimeError: the episode is not over.
+        """
         if not self.done:
             raise RuntimeError("the episode is not over: step until env.done")
-        case_caps = self.world.captures
-        return settle_case(self.task, case_caps, self.disposition, self.disposition_t, self.costs,
-                           len(self.other_effects))
+        caps = self.world.captures
+        # settle_case reads the captures' terminal times and outcomes only; many
+        # episodes of a task end alike (the same disposition at the same tick)
+        key = (id(self.task), id(self.costs), self.disposition, self.disposition_t,
+               len(self.other_effects), tuple([(c.terminal_at, c.outcome) for c in caps]))
+        hit = _OUTCOMES.get(key)
+        if hit is not None:
+            return hit[2]
+        out = settle_case(self.task, caps, self.disposition, self.disposition_t, self.costs,
+                          len(self.other_effects))
+        if len(_OUTCOMES) >= _OUTCOMES_SIZE:
+            _OUTCOMES.clear()
+        # the entry holds the task and costs, so their ids cannot be reused while it lives
+        _OUTCOMES[key] = (self.task, self.costs, out)
+        return out
 
-    def result(self, policy_name: str = "?", reference: float | None = None) -> EpisodeResult:
-        """Run the world on to HORIZON and grade the episode against the reference."""
+    def result(self, policy_name: str = "?", reference: float | None = None, *,
+               actions: bool = True) -> EpisodeResult:
+        """Run the world on to HORIZON and grade the episode against the reference.
+
+        Args:
+            policy_name: The label stored in the result.
+            reference: The reference position, if already known (else computed).
+            actions: False leaves `EpisodeResult.actions` empty, for callers that
+                never read them (the runner's rows): it spares copying the
+                observations of an episode played by a built-in policy.
+
+        Raises:
+            RuntimeError: the episode is not over.
+        """
         out = self.outcome()
-        ref = reference_position(self.task, self.costs) if reference is None else reference
+        task = self.task
+        ref = reference_position(task, self.costs) if reference is None else reference
         gap = round(ref - out.position, 6)
-        premature = self.first_irreversible_t is not None and self.first_irreversible_t < self.task.determined_at
-        return EpisodeResult(
-            task_id=self.task.task_id, archetype=self.task.archetype, policy=policy_name, seed=self.seed,
+        first = self.first_irreversible_t
+        return _episode_result(
+            task_id=task.task_id, archetype=task.archetype, policy=policy_name, seed=self.seed,
             position=out.position, reference_position=ref, gap=gap, exact=gap <= 0.005,
-            premature_irreversible=premature, disposition=self.disposition, end_t=self.disposition_t,
+            premature_irreversible=first is not None and first < task.determined_at,
+            disposition=self.disposition, end_t=self.disposition_t,
             n_calls=self.costs.step_budget - self.calls_left, fired=self.world.fired(),
             loss_breakdown={**out.breakdown, "unrelated": out.unrelated},
-            actions=tuple(self.actions), trace=tuple(self._trace(out)),
+            actions=self._own_actions() if actions else (), trace=tuple(self._trace(out)),
             unrelated_effects=len(self.other_effects), probe_calls=self.probe_calls,
             wait_calls=self.wait_calls)
+
+    def _own_actions(self) -> tuple:
+        """The actions, with every observation the result's own: a read of the
+        fast path shares its fold with the world's memo, so it is copied here,
+        lest editing a result change a later episode."""
+        acts = self.actions
+        if self._shared:
+            acts = list(acts)
+            for i in self._shared:
+                issued, tool, args, obs = acts[i]
+                acts[i] = (issued, tool, args, {**obs, "result": marshal.loads(marshal.dumps(obs["result"]))})
+        return tuple(acts)
 
     def _trace(self, out: Outcome) -> list[dict]:
         disp = []
@@ -217,18 +457,86 @@ class FinalityEnv:
         return build_trace(self.task, self.world.captures, self.replays, disp, out, self.other_effects)
 
 
+def trusted(policy) -> bool:
+    """Whether `play` may drive `policy` through the fast path.
+
+    Only the package's own policies qualify: their class itself (not a base
+    class) sets `trusted = True` and lives in `finbench.policies`. They make
+    well-formed calls and never mutate an observation. A user's policy, even a
+    subclass of a built-in one, always goes through the public `step`.
+    """
+    cls = type(policy)
+    return vars(cls).get("trusted") is True and cls.__module__ == "finbench.policies"
+
+
 def play(env: FinalityEnv, policy) -> FinalityEnv:
-    """Drive `policy` through `env` until the case ends."""
+    """Drive `policy` through `env` until the case ends.
+
+    A built-in policy (see `trusted`) is stepped through `FinalityEnv._call`,
+    which gives the same observations and the same episode as `step`, minus the
+    argument checks and copies; every other policy goes through `step`.
+    """
     brief = env.reset()
     if getattr(policy, "privileged", False):
         policy.begin(brief, env.resolution())
     else:
         policy.begin(brief)
     obs = brief
+    if trusted(policy):
+        call, act = env._call, policy.act
+        while not env.done:
+            tool, args = act(obs)
+            obs = call(tool, args)
+        close = getattr(policy, "close", None)  # a routine: free its suspended generator
+        if close is not None:
+            close()
+        return env
     while not env.done:
         tool, args = policy.act(obs)
         obs = env.step(tool, **(args or {}))
     return env
+
+
+@contextmanager
+def batch_mode():
+    """Run many episodes with the cyclic garbage collector paused.
+
+    An episode allocates thousands of short-lived dicts and lists, which sets
+    off collections that find nothing: reference counting frees all of it
+    (`play` closes a built-in routine, whose suspended generator would
+    otherwise keep a cycle). With long-lived caches in the heap, each of those
+    collections costs a walk over them; pausing saves about a third of the
+    runtime. Use it around a batch (a runner chunk): a user's policy that does
+    build cycles leaves them to the collector, which is resumed on the way out.
+    Nested use, or a collector already off, is left as it is.
+
+    Example:
+        >>> import finbench as fb
+        >>> from finbench.env import batch_mode, run_episode
+        >>> task = fb.make_corpus(n_tasks=9).tasks[0]
+        >>> with batch_mode():
+        ...     results = [run_episode(task, "sop", seed) for seed in range(5)]
+        >>> len(results)
+        5
+    """
+    if not gc.isenabled():  # nested, or the caller manages the collector
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def clear_memos() -> None:
+    """Forget every memo of the engine: worlds and their folds and draws, settled
+    outcomes, grades and reference positions. No result depends on them; a
+    benchmark clears them to measure from cold."""
+    clear_worlds()
+    clear_grades()
+    _OUTCOMES.clear()
+    reference_position.cache_clear()
 
 
 @lru_cache(maxsize=65536)

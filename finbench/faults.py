@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from finbench import constants as C
-from finbench.rng import integer, uniform
+from finbench.rng import Keyed
 
 
 @dataclass(frozen=True)
@@ -113,10 +113,15 @@ def _batch(t: int) -> int:
 
 
 def deliver(specs: list[Spec], stream: str, seed: int, profile: FaultProfile,
-            firings: list, seq_start: int = 0) -> list[Delivery]:
-    """Run the fault pipeline over `specs`; append (family, id) to `firings`."""
+            firings: list, seq_start: int = 0, memo: dict | None = None) -> list[Delivery]:
+    """Run the fault pipeline over `specs`; append (family, id) to `firings`.
+
+    `memo` remembers the draws (see `rng.Keyed`) for callers that ask the same
+    keys again: the worlds of one (task, seed) delivering their agents' captures.
+    """
     p = profile.intensity
     on = profile.families
+    draw = Keyed(stream, seed, memo=memo)  # = uniform(stream, seed, family, delivery id)
     out: list[Delivery] = []
     seq = seq_start
     for s in specs:
@@ -127,20 +132,20 @@ def deliver(specs: list[Spec], stream: str, seed: int, profile: FaultProfile,
         arrival = s.arrival
         copies = []
         if s.faultable:
-            if "loss" in on and uniform(stream, seed, "loss", s.id) < p:
+            if "loss" in on and draw.pair("loss", s.id) < p:
                 firings.append(("loss", s.id))
                 continue
-            if "delay" in on and uniform(stream, seed, "delay", s.id) < p:
+            if "delay" in on and draw.pair("delay", s.id) < p:
                 firings.append(("delay", s.id))
-                arrival += integer(*C.DELAY_RANGE, stream, seed, "delay-by", s.id)
-            if "duplicate" in on and uniform(stream, seed, "duplicate", s.id) < p:
+                arrival += draw.integer(*C.DELAY_RANGE, "delay-by", s.id)
+            if "duplicate" in on and draw.pair("duplicate", s.id) < p:
                 firings.append(("duplicate", s.id))
-                copies.append(arrival + integer(*C.DUPLICATE_GAP, stream, seed, "duplicate-gap", s.id))
+                copies.append(arrival + draw.integer(*C.DUPLICATE_GAP, "duplicate-gap", s.id))
         if s.copy_gap:
             copies.append(arrival + s.copy_gap)
         partial = s.partial
         if (s.faultable and not partial and s.system == "ledger" and s.event.kind == "capture_settled"
-                and "partial_commit" in on and uniform(stream, seed, "partial_commit", s.id) < p):
+                and "partial_commit" in on and draw.pair("partial_commit", s.id) < p):
             firings.append(("partial_commit", s.id))
             partial = True
         times = [arrival] + copies
@@ -151,11 +156,11 @@ def deliver(specs: list[Spec], stream: str, seed: int, profile: FaultProfile,
                                 t, earliest, seq, partial if i == 0 else False))
             seq += 1
     if "reorder" in on:
-        _reorder(out, stream, seed, p, firings)
+        _reorder(out, draw, p, firings)
     return out
 
 
-def _reorder(ds: list[Delivery], stream: str, seed: int, p: float, firings: list) -> None:
+def _reorder(ds: list[Delivery], draw: Keyed, p: float, firings: list) -> None:
     """Exchange arrivals of adjacent deliveries of one system and one origin.
 
     A pair is adjacent in (arrival, seq) order, within REORDER_WINDOW ticks,
@@ -173,7 +178,7 @@ def _reorder(ds: list[Delivery], stream: str, seed: int, p: float, firings: list
             a, b = lane[i], lane[i + 1]
             gap = b.arrival - a.arrival
             if 0 < gap <= C.REORDER_WINDOW and a.arrival >= b.earliest:
-                if uniform(stream, seed, "reorder", a.id, b.id) < p:
+                if draw.uniform("reorder", a.id, b.id) < p:
                     a.arrival, b.arrival = b.arrival, a.arrival
                     firings.append(("reorder", (a.id, b.id)))
                     i += 2

@@ -16,6 +16,10 @@ class Policy:
 
     name = "policy"
     privileged = False
+    # Only a built-in class that sets this itself (not inherited, see `env.trusted`)
+    # is played through the fast path: it never mutates an observation and
+    # makes only well-formed calls on the case order.
+    trusted = False
 
     def begin(self, brief: dict, resolution: dict | None = None) -> None:
         self.brief = brief
@@ -50,9 +54,18 @@ class Routine(Policy):
     def run(self):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Stop the routine once its case is over (`env.play` calls this for the
+        built-in policies): the suspended generator and this policy form a
+        reference cycle that only the garbage collector would otherwise free."""
+        gen = getattr(self, "_gen", None)
+        if gen is not None:
+            gen.close()
+
     # helpers shared by the polling policies
     def wait(self, ticks: int):
-        return self.call("wait", ticks=max(1, min(int(ticks), C.MAX_WAIT)))
+        # `self.call("wait", ticks=...)` spelled out: the commonest call of all
+        return "wait", {"order_id": self.order, "ticks": max(1, min(int(ticks), C.MAX_WAIT))}
 
 
 # --- status readers: what an observation says about the money --------------------
@@ -61,12 +74,13 @@ def processor_verdict(obs: dict, track: str | None = None) -> str:
     """'settled' if any capture shows settled, 'failed' if the tracked (default: latest) capture
     shows failed, else 'pending'."""
     caps = (obs.get("result") or {}).get("captures") or []
-    if any(c["status"] == "settled" for c in caps):
-        return "settled"
-    mine = [c for c in caps if track is None or c["id"] == track]
-    if mine and mine[-1]["status"] == "failed":
-        return "failed"
-    return "pending"
+    last = None  # the last capture tracked
+    for c in caps:
+        if c["status"] == "settled":
+            return "settled"
+        if track is None or c["id"] == track:
+            last = c
+    return "failed" if last is not None and last["status"] == "failed" else "pending"
 
 
 def probe_verdict(obs: dict, track: str) -> str:
@@ -84,6 +98,7 @@ class RandomPolicy(Policy):
     """Each step a uniformly random tool; stream keyed by (unit, seed)."""
 
     name = "random"
+    trusted = True
 
     def begin(self, brief, resolution=None):
         super().begin(brief, resolution)
@@ -108,6 +123,7 @@ class Optimistic(Routine):
     """Ships as soon as the ledger shows the clearing entry posted at submission."""
 
     name = "optimistic"
+    trusted = True
 
     def __init__(self, poll_interval: int = 30):
         self.poll_interval = poll_interval
@@ -131,6 +147,7 @@ class Eager(Routine):
     """Reads the processor once and commits to what it read."""
 
     name = "eager"
+    trusted = True
 
     def run(self):
         obs = yield self.call("read_processor")
@@ -159,6 +176,7 @@ class MajorityVote(Routine):
     """Reads all four systems each round and follows a 3-of-4 majority."""
 
     name = "majority_vote"
+    trusted = True
 
     def __init__(self, wait: int = 75):
         self.wait_ticks = wait
@@ -193,6 +211,7 @@ class SOP(Routine):
     """A rule-based procedure: poll the processor; after `patience`, decide from the bank."""
 
     name = "sop"
+    trusted = True
 
     def __init__(self, poll_interval: int = 30, patience: int = 180):
         if int(poll_interval) < 1 or int(patience) < 0:
@@ -226,6 +245,7 @@ class ReAct(Routine):
     """Observe-decide over the processor's status, with one fresh-key retry on failure."""
 
     name = "react"
+    trusted = True
     pause = 0  # reflection re-reads after this many ticks before anything irreversible
 
     def __init__(self, wait: int = 30):
@@ -277,6 +297,7 @@ class Reflection(ReAct):
     """ReAct that waits and re-reads before anything irreversible (a stale replica agrees)."""
 
     name = "reflection"
+    trusted = True
 
     def __init__(self, wait: int = 30, pause: int = 10):
         super().__init__(wait)
@@ -289,6 +310,7 @@ class FinalityGate(Routine):
     """Gates every irreversible action on a terminal status from the authoritative probe."""
 
     name = "finality_gate"
+    trusted = True
 
     def __init__(self, wait: int = 25):
         self.wait_ticks = wait
@@ -325,6 +347,7 @@ class FinalityOracle(Policy):
     """
 
     name = "finality_oracle"
+    trusted = True
     privileged = True
 
     def begin(self, brief, resolution=None):

@@ -2,172 +2,198 @@
 
 Work is split into chunks of whole tasks (every seed of a task in one chunk,
 so a world's fault schedule is built once and shared by the policies). Each
-chunk's rows are cached under `data/cache/` keyed by everything that decides
-them (corpus fingerprint, policy and knobs, profile, costs, seeds, engine
-version) and written atomically, so notebooks share episodes and an
-interrupted run resumes from the chunks it finished. Rows are sorted at the
-end, so `n_jobs` and the joblib backend cannot change the result.
+(chunk, policy) is cached as one checked JSON file (`finbench.cache`), so
+notebooks share episodes and an interrupted run resumes from the chunks it
+finished. Rows come back in (policy, corpus, seed) order whatever `n_jobs` or
+the joblib backend, and are mapped to policies by position, never by label.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
+import sys
+import warnings
 from pathlib import Path
 
-import pandas as pd
-
+from finbench import cache as K
 from finbench import constants as C
 from finbench.economics import Costs
-from finbench.env import FinalityEnv, play, reference_position
+from finbench.errors import bad, check_int
+from finbench.env import FinalityEnv, batch_mode, play, reference_position
 from finbench.faults import FaultProfile
-from finbench.grading import CHECKS, Contract, grade_trace
-from finbench.policies import POLICIES, get_policy
+from finbench.policy_refs import PolicyRef, policy_label, resolve_policies
+from finbench.trace import episode_contract, grade_episode
 
-CACHE_DIR = Path(__file__).resolve().parent.parent / "data" / "cache"
+__all__ = ["COLUMNS", "CacheWarning", "episode_contract", "evaluate", "policy_label", "run_chunk"]
+
+CACHE_DIR = K.CACHE_DIR
 CHUNK_TASKS = 24
 
-
-def policy_label(name: str, knobs: dict | None = None) -> str:
-    """'sop' or 'sop[patience=120,poll_interval=15]'."""
-    if not knobs:
-        return name
-    return f"{name}[{','.join(f'{k}={v}' for k, v in sorted(knobs.items()))}]"
-
-
-def _specs(policies) -> list[tuple[str, dict]]:
-    if policies is None:
-        policies = list(POLICIES)
-    out = []
-    for p in policies:
-        name, knobs = (p, {}) if isinstance(p, str) else (p[0], dict(p[1]))
-        get_policy(name, **knobs)  # fail early and clearly on a bad name or knob
-        out.append((name, knobs))
-    return out
+COLUMNS = (
+    "task_id", "archetype", "unit", "twin_side", "policy", "seed", "position", "reference_position", "gap",
+    "exact", "premature_irreversible", "n_calls", "end_t", "disposition", "probe_calls", "wait_calls",
+    "unrelated_effects", "cash", "cogs", "liability", "dispute_fee", "escalation", "unrelated",
+    *(f"fired_{f}" for f in C.FAMILIES), "retry_at", "verdict", "capture_effects",
+    "check_auth_precedes_effect", "check_targets_intended", "check_exactly_one_effect",
+    "check_retry_idempotent", "check_unrelated_unchanged", "check_evidence_complete",
+)
+"""Every episode row's columns, in order. `retry_at` lists the ticks of fresh-key
+captures (';'-joined), which with `disposition`, `end_t` and `unrelated_effects`
+is all that pricing needs (`finbench.pricing`)."""
 
 
-def episode_row(task, name: str, knobs: dict, seed: int, profile: FaultProfile, costs: Costs) -> dict:
-    """Play one episode and flatten its result into a row."""
-    env = play(FinalityEnv(task, seed, profile, costs), get_policy(name, **knobs))
-    res = env.result(policy_label(name, knobs), reference_position(task, costs))
-    row = {
-        "task_id": task.task_id, "archetype": task.archetype, "unit": task.unit, "twin_side": task.twin_side,
-        "policy": res.policy, "seed": seed, "position": res.position,
-        "reference_position": res.reference_position, "gap": res.gap, "exact": res.exact,
-        "premature_irreversible": res.premature_irreversible, "n_calls": res.n_calls, "end_t": res.end_t,
-        "disposition": res.disposition, "probe_calls": res.probe_calls, "wait_calls": res.wait_calls,
-        "unrelated_effects": res.unrelated_effects,
-        **{k: v for k, v in res.loss_breakdown.items()},
-        **{f"fired_{f}": res.fired[f] for f in C.FAMILIES},
-    }
-    row.update(grade_row(task, res.trace))
-    return row
+class CacheWarning(UserWarning):
+    """Cached chunks that did not match what was asked for, and were recomputed."""
 
 
-def episode_contract(task) -> Contract:
-    """The benchmark's own contract: capture the order value once, after
-    authorisation, and touch no other order."""
-    return Contract(task.order_id, task.order_value, op="capture")
+_GRADED = COLUMNS[COLUMNS.index("verdict"):]
 
 
-def grade_row(task, trace) -> dict:
-    """The effect-level verdict of one episode's trace, as row columns."""
-    v = grade_trace(list(trace), episode_contract(task))
-    captures = sum(1 for r in trace if r.get("kind") == "effect" and r.get("op") == "capture"
-                   and r.get("new_effect") and r.get("order") == task.order_id)
-    return {"verdict": v.verdict, "capture_effects": captures, **{f"check_{k}": v.checks[k] for k in CHECKS}}
+def _episode(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs) -> tuple:
+    """Play one episode; its row as a tuple in `COLUMNS` order."""
+    env = play(FinalityEnv(task, seed, profile, costs), ref.make())
+    res = env.result(ref.label, reference_position(task, costs), actions=False)
+    lb = res.loss_breakdown
+    fired = res.fired
+    graded = grade_episode(task, res.trace)
+    return (
+        task.task_id, task.archetype, task.unit, task.twin_side, ref.label, seed, res.position,
+        res.reference_position, res.gap, res.exact, res.premature_irreversible, res.n_calls, res.end_t,
+        res.disposition, res.probe_calls, res.wait_calls, res.unrelated_effects, lb["cash"], lb["cogs"],
+        lb["liability"], lb["dispute_fee"], lb["escalation"], lb["unrelated"],
+        *(fired[f] for f in C.FAMILIES),
+        ";".join(str(c.submitted_at) for c in env.world.captures[1:]),
+        *(graded[c] for c in _GRADED),
+    )
 
 
-def _run_chunk(tasks, specs, seeds, profile, costs) -> list[dict]:
-    rows = []
-    for task in tasks:
-        for seed in seeds:
-            for name, knobs in specs:
-                rows.append(episode_row(task, name, knobs, seed, profile, costs))
-    return rows
+def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs) -> list[dict]:
+    """Column lists for each reference in `refs`, rows in (task, seed) order."""
+    rows: list[list[tuple]] = [[] for _ in refs]
+    with batch_mode():
+        for task in tasks:
+            for seed in seeds:
+                for ref, mine in zip(refs, rows):
+                    mine.append(_episode(task, ref, seed, profile, costs))
+    return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
 
 
-def _cache_key(fingerprint: str, chunk_ids, spec, seeds, profile, costs) -> str:
-    blob = json.dumps([C.ENGINE_VERSION, fingerprint, list(chunk_ids), spec[0], sorted(spec[1].items()),
-                       list(seeds), profile.key(), costs.key()], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+def check_inputs(where: str, corpus, seeds, profile, costs) -> tuple[FaultProfile, Costs, list[int]]:
+    """The checked (profile, costs, seeds) of an evaluation; defaults for None."""
+    from finbench.corpus import Corpus
+
+    if not isinstance(corpus, Corpus):
+        raise bad(where, "corpus", corpus, "a Corpus (make_corpus, load_corpus)")
+    if len(corpus) == 0:
+        raise bad(where, "corpus", corpus, "a Corpus with at least one task")
+    profile = FaultProfile.default() if profile is None else profile
+    if not isinstance(profile, FaultProfile):
+        raise bad(where, "profile", profile, "a FaultProfile (FaultProfile.default(), .none(), .only(...), "
+                                             ".without(...))")
+    costs = Costs() if costs is None else costs
+    if not isinstance(costs, Costs):
+        raise bad(where, "costs", costs, "a Costs")
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise bad(where, "seeds", seeds, "an iterable of integers >= 0, e.g. range(5)")
+    seeds = [check_int(where, "each seed", s, 0) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise bad(where, "seeds", seeds, "a non-empty list of distinct integers")
+    return profile, costs, seeds
 
 
-def _atomic_pickle(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    df.to_pickle(tmp)
-    os.replace(tmp, path)
+def _cap_jobs(n_jobs: int, work: int) -> int:
+    """At most one worker per piece of work and per core (a note when capped)."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
+        raise bad("evaluate", "n_jobs", n_jobs, "a positive integer, or -1 for every core")
+    cores = os.cpu_count() or 1
+    want = cores if n_jobs == -1 else n_jobs
+    capped = max(1, min(want, cores, work))
+    if n_jobs > capped and n_jobs != -1:
+        print(f"note: n_jobs={n_jobs} capped at {capped} ({work} chunks of work, {cores} cores)", file=sys.stderr)
+    return capped
 
 
 def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None = None,
              costs: Costs | None = None, n_jobs: int = 1, cache: bool | str | Path = True,
-             progress: bool = False) -> pd.DataFrame:
-    """One row per (task, policy, seed), sorted; identical for any n_jobs or backend.
+             progress: bool = False):
+    """One row per (policy, task, seed), in that order; identical for any n_jobs or backend.
 
     Args:
-        corpus: a `Corpus` (or any iterable of tasks with a `fingerprint`).
-        policies: names, or (name, knobs) pairs; None means all nine.
+        corpus: a `Corpus`.
+        policies: None for SPEC's nine, or a list of policy references: names
+            (`"sop"`, `"sop[patience=60]"`), `(name, knobs)` pairs, policy classes,
+            factories or objects, or `PolicyRef`s (see `finbench.policy_refs`).
         seeds: the fault seeds.
-        profile, costs: the fault profile and the economics.
-        n_jobs: joblib workers (`joblib.parallel_config(backend=...)` picks the backend).
-        cache: True for `data/cache/`, a folder, or False for none.
+        profile, costs: the fault profile and the economics (defaults: SPEC's).
+        n_jobs: joblib workers (`joblib.parallel_config(backend=...)` picks the
+            backend); capped at the chunks of work and the machine's cores.
+        cache: True for `data/cache/`, a folder, or False for none. A user's policy
+            without a `cache_id` is never cached.
         progress: show a progress bar over chunks.
-    """
-    from joblib import Parallel, delayed
 
-    profile = profile if profile is not None else FaultProfile.default()
-    costs = costs if costs is not None else Costs()
-    seeds = [int(s) for s in seeds]
-    specs = _specs(policies)
+    Returns:
+        A pandas DataFrame with the columns of `COLUMNS`.
+
+    Raises:
+        PolicyError: an unknown policy or knob, or two policies with one label.
+    """
+    import pandas as pd
+
+    profile, costs, seeds = check_inputs("evaluate", corpus, seeds, profile, costs)
+    if not (isinstance(cache, (bool, str)) or isinstance(cache, os.PathLike)):
+        raise bad("evaluate", "cache", cache, "True, False or a folder path")
+    refs = resolve_policies(policies)
     tasks = list(corpus.tasks)
     cache_dir = None if cache is False else Path(CACHE_DIR if cache is True else cache)
     chunks = [tasks[i:i + CHUNK_TASKS] for i in range(0, len(tasks), CHUNK_TASKS)]
-    jobs, done = [], {}
+    done: dict[tuple[int, int], dict] = {}
+    todo: dict[int, list] = {}
+    rejected = []
+    if cache_dir is not None:
+        uncached = [r.label for r in refs if r.cache_id is None]
+        if uncached:
+            print(f"note: not caching {', '.join(uncached)} (no cache_id; set a cache_id attribute or "
+                  "PolicyRef.of(obj, cache_id=...) to cache its episodes)", file=sys.stderr)
     for ci, chunk in enumerate(chunks):
-        for si, spec in enumerate(specs):
-            path = None
-            if cache_dir is not None:
-                key = _cache_key(corpus.fingerprint, [t.task_id for t in chunk], spec, seeds, profile, costs)
-                path = cache_dir / spec[0] / f"{key}.pkl"
-                if path.exists():
-                    try:
-                        done[(ci, si)] = pd.read_pickle(path)
-                        continue
-                    except Exception:  # a torn or foreign file: recompute it
-                        path.unlink(missing_ok=True)
-            jobs.append((ci, si, path))
-    # group the missing work by chunk so a worker builds each world once for all policies
-    by_chunk: dict[int, list] = {}
-    for ci, si, path in jobs:
-        by_chunk.setdefault(ci, []).append((si, path))
-    work = list(by_chunk.items())
-
-    def finish(ci, items, rows):
-        per_spec: dict[int, list] = {}
-        labels = {policy_label(*specs[si]): si for si, _ in items}
-        for r in rows:
-            per_spec.setdefault(labels[r["policy"]], []).append(r)
-        for si, path in items:
-            df = pd.DataFrame(per_spec.get(si, []))
-            if path is not None:
-                _atomic_pickle(df, path)
-            done[(ci, si)] = df
-
-    calls = (delayed(_run_chunk)(chunks[ci], [specs[si] for si, _ in items], seeds, profile, costs)
-             for ci, items in work)
+        ids = [t.task_id for t in chunk]
+        for si, ref in enumerate(refs):
+            path = key = None
+            if cache_dir is not None and ref.cache_id is not None:
+                key = K.chunk_key(corpus.fingerprint, ids, ref.cache_id, seeds, profile, costs)
+                path = K.chunk_path(cache_dir, ref.label, key)
+                cols, why = K.load_chunk(path, key, ref.label, ids, seeds)
+                if cols is not None:
+                    done[(ci, si)] = cols
+                    continue
+                if why:
+                    rejected.append(f"{ref.label}/{path.name} ({why})")
+            todo.setdefault(ci, []).append((si, path, key))
+    if rejected:
+        warnings.warn(f"recomputed {len(rejected)} cached chunk(s) that did not match what was asked, e.g. "
+                      f"{rejected[0]}", CacheWarning, stacklevel=2)
+    work = list(todo.items())
     if work:
-        results = Parallel(n_jobs=n_jobs, return_as="generator")(calls)
+        calls = [(chunks[ci], [refs[si] for si, _, _ in items], seeds, profile, costs) for ci, items in work]
+        workers = _cap_jobs(n_jobs, len(work))
+        if workers > 1:
+            from joblib import Parallel, delayed
+
+            results = Parallel(n_jobs=workers, return_as="generator")(delayed(run_chunk)(*c) for c in calls)
+        else:
+            results = (run_chunk(*c) for c in calls)
         if progress:
             from tqdm import tqdm
+
             results = tqdm(results, total=len(work), desc="chunks", leave=False)
-        for (ci, items), rows in zip(work, results):
-            finish(ci, items, rows)
-    frames = [done[k] for k in sorted(done) if len(done[k])]
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if df.empty:
-        return df
-    order = {t.task_id: i for i, t in enumerate(tasks)}
-    pol = {policy_label(*s): i for i, s in enumerate(specs)}
-    df = df.assign(_t=df.task_id.map(order), _p=df.policy.map(pol))
-    return df.sort_values(["_p", "_t", "seed"], kind="stable").drop(columns=["_t", "_p"]).reset_index(drop=True)
+        for (ci, items), per_ref in zip(work, results):
+            ids = [t.task_id for t in chunks[ci]]
+            for (si, path, key), cols in zip(items, per_ref):
+                if path is not None:
+                    K.save_chunk(path, key, refs[si].label, ids, seeds, cols)
+                done[(ci, si)] = cols
+    merged = {c: [] for c in COLUMNS}
+    for si in range(len(refs)):
+        for ci in range(len(chunks)):
+            cols = done[(ci, si)]
+            for c in COLUMNS:
+                merged[c].extend(cols[c])
+    return pd.DataFrame(merged)

@@ -10,7 +10,7 @@ from functools import lru_cache
 from finbench import constants as C
 from finbench.corpus import Event, Task
 from finbench.faults import Delivery, FaultProfile, Spec, deliver
-from finbench.rng import integer, uniform
+from finbench.rng import Keyed
 from finbench.systems import RECEIVES, completed_order_views, fold_bank, fold_erp, fold_ledger, fold_processor
 
 
@@ -62,19 +62,43 @@ def event_specs(task: Task, events, group: str) -> list[Spec]:
 
 
 class Base:
-    """The part of a world fixed before the agent acts; shared by every policy."""
+    """The part of a world fixed before the agent acts; shared by every policy.
+
+    It also memoises what every policy of one (task, seed) would otherwise
+    recompute: the folds of the delivery streams (`folds`, and `blobs`, their
+    marshalled copies), the stale-read draw of the n-th read of each system
+    (`stale`) and the fault draws of the captures agents create (`draws`).
+    """
 
     def __init__(self, task: Task, seed: int, profile: FaultProfile):
         self.firings: list = []
-        self.deliveries = deliver(event_specs(task, task.log, "base"), task.stream, seed, profile,
-                                  self.firings)
+        self.deliveries = deliver(_log_specs(task), task.stream, seed, profile, self.firings)
         self.lanes = _lanes(self.deliveries)
-        self.memo: dict = {}
+        self.counts = dict.fromkeys(C.FAMILIES, 0)  # firings by family, for `World.fired`
+        for fam, _ in self.firings:
+            self.counts[fam] += 1
+        self.stale_draw = Keyed(task.stream, seed, "stale_read")
+        self.folds: dict = {}
+        self.blobs: dict = {}
+        self.stale: dict = {}
+        self.draws: dict = {}  # the fault draws of agents' captures (`deliver`'s memo)
+
+
+@lru_cache(maxsize=1024)
+def _log_specs(task: Task) -> tuple[Spec, ...]:
+    """The canonical log's delivery specs: the same under every seed (read-only downstream)."""
+    return tuple(event_specs(task, task.log, "base"))
 
 
 @lru_cache(maxsize=4096)
 def base_world(task: Task, seed: int, profile: FaultProfile) -> Base:
     return Base(task, seed, profile)
+
+
+def clear_memos() -> None:
+    """Forget the built worlds and everything memoised with them (folds, draws)."""
+    base_world.cache_clear()
+    _log_specs.cache_clear()
 
 
 def _lanes(deliveries) -> dict[str, tuple[list[Delivery], list[int]]]:
@@ -95,12 +119,14 @@ class World:
         self.task = task
         self.seed = seed
         self.profile = profile if profile is not None else FaultProfile.default()
-        self._base = base_world(task, seed, self.profile)
-        self._lanes = self._base.lanes
-        self._memo = self._base.memo
+        self._base = base = base_world(task, seed, self.profile)
+        # until the agent adds deliveries the world is its base: lanes and folds are shared
+        self._lanes = base.lanes
+        self._folds, self._blobs = base.folds, base.blobs
+        self._stale = base.stale if self.profile.on("stale_read") else None
         self.extra: list[Delivery] = []
         self.extra_firings: list = []
-        self.reads = {s: 0 for s in C.SYSTEMS}
+        self.reads = dict.fromkeys(C.SYSTEMS, 0)
         self.captures = [Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_value,
                                  C.CAPTURE_AT, task.determined_at, task.outcome)]
 
@@ -115,10 +141,11 @@ class World:
 
     def _add(self, specs: list[Spec]) -> None:
         new = deliver(specs, self.task.stream, self.seed, self.profile, self.extra_firings,
-                      seq_start=len(self._base.deliveries) + len(self.extra))
+                      seq_start=len(self._base.deliveries) + len(self.extra), memo=self._base.draws)
         self.extra += new
-        self._lanes = _lanes(self.deliveries)
-        self._memo = {}
+        # rebuilt on the next read only: the disposition's delivery ends the episode unread
+        self._lanes = None
+        self._folds, self._blobs = {}, {}
 
     # --- agent effects on the canonical log ----------------------------------
     def add_capture(self, key: str, t: int) -> Capture:
@@ -133,35 +160,69 @@ class World:
         return cap
 
     def record_disposition(self, kind: str, t: int) -> None:
-        """The ERP's record of the agent's own disposition (not faultable)."""
+        """The ERP's record of the agent's own disposition (not faultable).
+
+        What `deliver` makes of one unfaultable ERP spec, built directly: no draw,
+        no copy, nothing to reorder it with (it is alone in its lane).
+        """
         e = Event(t, "disposition", None, kind)
-        self._add([Spec(f"order:disposition:{kind}", "erp", e, "agent", t + C.LATENCY["erp"],
-                        faultable=False)])
+        seq = len(self._base.deliveries) + len(self.extra)
+        self.extra.append(Delivery(f"order:disposition:{kind}", "erp", e, "agent", t + C.LATENCY["erp"],
+                                   t, seq))
+        self._lanes = None
+        self._folds, self._blobs = {}, {}
 
     # --- observation -----------------------------------------------------------
-    def read(self, system: str, t: int) -> dict:
-        """The system's view at t, as of t minus a stale-read lag if that family fires."""
+    def read(self, system: str, t: int, copy: bool = True) -> dict:
+        """The system's view at t, as of t minus a stale-read lag if that family fires.
+
+        `copy=False` returns the memoised fold itself, shared with other reads
+        and episodes: only for callers that never mutate it (see `view`).
+        """
         n = self.reads[system]
         self.reads[system] = n + 1
         seen = t
-        if self.profile.on("stale_read"):
-            key = (self.task.stream, self.seed, "stale_read", system, n)
-            if uniform(*key) < self.profile.intensity:
-                self.extra_firings.append(("stale_read", f"{system}#{n}"))
-                seen = t - integer(*C.STALE_RANGE, *key, "lag")
-        return self.view(system, seen)
+        if self._stale is not None:
+            # the n-th read of a system draws the same keys under every policy of this (task, seed)
+            hit = self._stale.get((system, n))
+            if hit is None:
+                hit = self._stale[(system, n)] = self._stale_draw(system, n)
+            lag, firing = hit
+            if lag:
+                self.extra_firings.append(firing)
+                seen = t - lag
+        return self.view(system, seen, copy)
 
-    def view(self, system: str, t: int) -> dict:
-        """The fold of every delivery that arrived at or before t (no faults of the read itself)."""
+    def _stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
+        """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.
+
+        Keyed (unit stream, seed, "stale_read", system, n), see `finbench.rng`.
+        """
+        draw = self._base.stale_draw
+        if draw.pair(system, str(n)) < self.profile.intensity:
+            return draw.integer(*C.STALE_RANGE, system, n, "lag"), ("stale_read", f"{system}#{n}")
+        return 0, None
+
+    def view(self, system: str, t: int, copy: bool = True) -> dict:
+        """The fold of every delivery that arrived at or before t (no faults of the read itself).
+
+        Folds are memoised per (system, deliveries seen). By default every call
+        gets its own copy, so an agent that edits an observation cannot change a
+        later read or episode; `copy=False` hands out the memoised object itself.
+        """
+        if self._lanes is None:
+            self._lanes = _lanes(self.deliveries)
         ds, arrivals = self._lanes[system]
         n = bisect_right(arrivals, t)
         key = (system, n)
-        blob = self._memo.get(key)
+        fold = self._folds.get(key)
+        if fold is None:
+            fold = self._folds[key] = _FOLDS[system](self.task, ds[:n])
+        if not copy:
+            return fold
+        blob = self._blobs.get(key)
         if blob is None:
-            # memoised as bytes: every read gets its own copy, so an agent that
-            # edits an observation cannot change a later read or episode
-            blob = marshal.dumps(_FOLDS[system](self.task, ds[:n]))
-            self._memo[key] = blob
+            blob = self._blobs[key] = marshal.dumps(fold)
         return marshal.loads(blob)
 
     def probe(self, t: int) -> dict:
@@ -174,8 +235,9 @@ class World:
         return completed_order_views(self.task.other_order_id, self.task.other_order_value)[system]
 
     def fired(self) -> dict[str, int]:
-        counts = {f: 0 for f in C.FAMILIES}
-        for fam, _ in self.firings:
+        """Firings by family over the whole world (the base's counted once per base)."""
+        counts = dict(self._base.counts)
+        for fam, _ in self.extra_firings:
             counts[fam] += 1
         return counts
 

@@ -4,10 +4,11 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench import effects as E
+from finbench.experiments import effects as E
 from finbench.env import FinalityEnv, run_episode
 from finbench.grading import CHECKS, grade_trace, load_trace
-from finbench.runner import episode_contract, evaluate
+from finbench.runner import evaluate
+from finbench.trace import episode_contract
 
 NONE = fb.FaultProfile.none()
 

@@ -1,10 +1,16 @@
-"""evaluate(): identical rows for any n_jobs and backend; the cache resumes (issue 3: acceptance 3)."""
+"""evaluate(): identical rows for any n_jobs and backend; a cache that resumes and cannot be fooled."""
+import json
+import pickle
+import warnings
+
 import joblib
 import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench.runner import evaluate
+from finbench import cache as K
+from finbench.policy_refs import PolicyError
+from finbench.runner import CacheWarning, evaluate
 
 SMALL = fb.make_corpus(n_tasks=40)
 POLS = ["random", "sop", "finality_gate", "majority_vote"]
@@ -18,6 +24,10 @@ def test_same_rows_for_any_n_jobs():
     cols = {"task_id", "archetype", "unit", "twin_side", "policy", "seed", "position", "reference_position", "gap",
             "exact", "premature_irreversible", "n_calls", "end_t"} | {f"fired_{f}" for f in fb.FaultProfile().families}
     assert cols <= set(a.columns)
+    # rows in (policy, corpus, seed) order
+    order = {t.task_id: i for i, t in enumerate(SMALL.tasks)}
+    key = list(zip(a.policy.map(POLS.index), a.task_id.map(order), a.seed))
+    assert key == sorted(key)
 
 
 def test_same_rows_through_dask():
@@ -30,16 +40,25 @@ def test_same_rows_through_dask():
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_cached_rows_equal_fresh_rows_exactly(tmp_path):
+    fresh = evaluate(SMALL, POLS, seeds=range(2), cache=False)
+    first = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
+    again = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
+    pd.testing.assert_frame_equal(fresh, first, check_exact=True)
+    pd.testing.assert_frame_equal(fresh, again, check_exact=True)
+    assert not list(tmp_path.rglob("*.pkl")) and list(tmp_path.rglob("*.json"))
+
+
 def test_cache_resumes_and_is_reused(tmp_path):
     full = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
-    files = sorted(tmp_path.rglob("*.pkl"))
-    assert files
+    files = sorted(tmp_path.rglob("*.json"))
     # an interrupted run: some chunks missing, one torn
     for f in files[::3]:
         f.unlink()
-    files[1].write_bytes(b"torn")
+    files[1].write_bytes(b'{"format": "finbench-episodes/1", "key": ')
     stamps = {f: f.stat().st_mtime_ns for f in files if f.exists() and f != files[1]}
-    again = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
+    with pytest.warns(CacheWarning, match="recomputed 1 cached chunk"):
+        again = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
     pd.testing.assert_frame_equal(full, again)
     assert all(f.stat().st_mtime_ns == t for f, t in stamps.items())  # finished chunks were not recomputed
     # a subset of policies reuses the same files
@@ -56,8 +75,102 @@ def test_cache_keys_separate_what_differs(tmp_path):
     assert not a.position.equals(c.position) and not a.gap.equals(d.gap)
 
 
+class _Boom:
+    """Unpickling this writes a marker file: the proof that a pickle would have run code."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_planted_pickle_never_runs(tmp_path):
+    cache = tmp_path / "cache"
+    fresh = evaluate(SMALL, ["eager"], seeds=[0], cache=cache)
+    marker = tmp_path / "pwned"
+    for f in cache.rglob("*.json"):
+        f.write_bytes(pickle.dumps(_Boom(str(marker))))
+        f.with_suffix(".pkl").write_bytes(pickle.dumps(_Boom(str(marker))))  # the old format's name too
+    with pytest.warns(CacheWarning):
+        again = evaluate(SMALL, ["eager"], seeds=[0], cache=cache)
+    assert not marker.exists()
+    pd.testing.assert_frame_equal(fresh, again)
+
+
+def test_duplicate_labels_are_refused():
+    with pytest.raises(PolicyError, match="share the label 'sop'"):
+        evaluate(SMALL, ["sop", "sop"], cache=False)
+    with pytest.raises(PolicyError, match="share the label"):
+        evaluate(SMALL, ["sop[patience=60]", ("sop", {"patience": 60})], cache=False)
+
+
+def test_a_file_copied_over_another_policys_is_not_believed(tmp_path):
+    eager = evaluate(SMALL, ["eager"], seeds=[0], cache=tmp_path)
+    evaluate(SMALL, ["finality_gate"], seeds=[0], cache=tmp_path)
+    gate_files = sorted((tmp_path / "finality_gate").glob("*.json"))
+    for f, g in zip(sorted((tmp_path / "eager").glob("*.json")), gate_files):
+        f.write_bytes(g.read_bytes())
+    with pytest.warns(CacheWarning, match="finality_gate"):
+        again = evaluate(SMALL, ["eager"], seeds=[0], cache=tmp_path)
+    pd.testing.assert_frame_equal(eager, again)
+
+
+@pytest.mark.parametrize("tamper", ["rows", "value", "seeds", "label_in_rows"])
+def test_a_tampered_file_is_recomputed(tmp_path, tamper):
+    fresh = evaluate(SMALL, ["sop"], seeds=[0, 1], cache=tmp_path)
+    f = sorted(tmp_path.rglob("*.json"))[0]
+    doc = json.loads(f.read_text())
+    cols = doc["columns"]
+    if tamper == "rows":
+        doc["columns"] = {k: v[:-1] for k, v in cols.items()}
+        doc["rows"] -= 1
+    elif tamper == "value":
+        cols["gap"][0] = -1.0  # the digest no longer matches
+    elif tamper == "seeds":
+        doc["seeds"] = [0, 2]
+    else:
+        cols["policy"] = ["react"] * len(cols["policy"])
+        doc["sha256"] = K._digest(cols)  # a consistent forgery: still not what was asked
+    f.write_text(json.dumps(doc))
+    with pytest.warns(CacheWarning):
+        again = evaluate(SMALL, ["sop"], seeds=[0, 1], cache=tmp_path)
+    pd.testing.assert_frame_equal(fresh, again)
+
+
+def test_the_cache_key_covers_the_engine_source(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    src = K.Path(K.__file__).resolve().parent
+    for p in src.glob("*.py"):
+        (pkg / p.name).write_bytes(p.read_bytes())
+    base = K.source_digest(pkg)
+    (pkg / "plotting.py").write_text((pkg / "plotting.py").read_text() + "\n# a figure tweak\n")
+    assert K.source_digest(pkg) == base  # presentation code does not invalidate episodes
+    (pkg / "policies.py").write_text((pkg / "policies.py").read_text() + "\n# an edited policy\n")
+    assert K.source_digest(pkg) != base
+    assert K.source_digest() == K.source_digest(src)
+
+
+def test_an_edited_engine_does_not_meet_old_rows(tmp_path, monkeypatch):
+    evaluate(SMALL, ["sop"], seeds=[0], cache=tmp_path)
+    before = set(tmp_path.rglob("*.json"))
+    monkeypatch.setattr(K, "source_digest", lambda pkg=None: "edited-source")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # a new key: a miss, not a rejected file
+        evaluate(SMALL, ["sop"], seeds=[0], cache=tmp_path)
+    assert set(tmp_path.rglob("*.json")) > before
+
+
 def test_bad_policy_is_refused_before_any_work():
-    with pytest.raises(ValueError, match="unknown policy"):
+    with pytest.raises(PolicyError, match="unknown policy"):
         evaluate(SMALL, ["nope"], cache=False)
-    with pytest.raises(ValueError, match="does not take"):
+    with pytest.raises(PolicyError, match="does not take"):
         evaluate(SMALL, [("sop", {"nope": 1})], cache=False)
+
+
+def test_n_jobs_is_capped_at_the_work(capsys):
+    tiny = fb.make_corpus(n_tasks=6)
+    a = evaluate(tiny, ["sop"], seeds=[0], n_jobs=1000, cache=False)
+    assert "capped at 1" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(a, evaluate(tiny, ["sop"], seeds=[0], cache=False))

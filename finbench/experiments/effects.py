@@ -2,7 +2,7 @@
 
 Every episode's trace is graded against the benchmark's own contract, "capture
 the order value once, after authorisation, and touch no other order"
-(`runner.episode_contract`). This module folds those per-episode verdicts into
+(`trace.episode_contract`). This module folds those per-episode verdicts into
 one row per policy: the share of episodes failing each of the six checks, the
 count of each verdict, and the behaviours behind the failures (captured twice,
 captured nothing, acted on another order, acted before authorisation).
@@ -22,9 +22,11 @@ import pandas as pd
 
 from finbench import constants as C
 from finbench.grading import CHECKS
-from finbench.headline import policy_order
+from finbench.policy_refs import as_ref, policy_order
 
 VERDICTS = ("pass", "violation", "unscorable")
+CONTRACT = "capture the order value once, after authorisation, touch no other order"
+"""The benchmark's own contract, in words (`trace.episode_contract`)."""
 
 #: Short column labels of the Markdown rendering, per check.
 CHECK_LABELS = {
@@ -43,7 +45,7 @@ def payment_lost(task) -> bool:
 
 
 def effects_table(df: pd.DataFrame, corpus=None) -> pd.DataFrame:
-    """One row per policy (in `headline.policy_order`) over the episode rows of `evaluate`.
+    """One row per policy (in `policy_refs.policy_order`) over the episode rows of `evaluate`.
 
     Args:
         df: per-episode rows with `verdict`, `capture_effects`,
@@ -73,7 +75,7 @@ def effects_table(df: pd.DataFrame, corpus=None) -> pd.DataFrame:
             raise KeyError(f"task(s) not in the corpus: {sorted(df.task_id[lost.isna()].unique())[:3]}")
         lost = lost.astype(bool)
     rows = []
-    for p in policy_order(df):
+    for p in policy_order(df["policy"]):
         mine = df["policy"] == p
         d = df[mine]
         n = len(d)
@@ -171,11 +173,15 @@ def effects_notes(table: pd.DataFrame) -> list[str]:
     return notes
 
 
-def replay_trace(task, policy: str, seed: int, profile=None, costs=None) -> list[dict]:
-    """The effect trace of one episode, played again (episodes are deterministic in (task, policy, seed))."""
+def replay_trace(task, policy, seed: int, profile=None, costs=None) -> list[dict]:
+    """The effect trace of one episode, played again (episodes are deterministic in (task, policy, seed)).
+
+    `policy` is any policy reference: a name, a label with knobs as it appears in
+    the rows (`"sop[patience=60]"`), a `(name, knobs)` pair, a class, factory or object.
+    """
     from finbench.env import run_episode
 
-    return list(run_episode(task, policy, seed, profile, costs).trace)
+    return list(run_episode(task, as_ref(policy).make(), seed, profile, costs).trace)
 
 
 def example_row(df: pd.DataFrame) -> pd.Series:
@@ -192,3 +198,27 @@ def write_trace(records: list[dict], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
+
+
+def write_example(df: pd.DataFrame, run, path: str | Path) -> dict:
+    """Replay `example_row(df)` from `run`, write its trace, grade it again.
+
+    Returns:
+        {"path", "row", "verdict", "command"}: the file, the episode's row, its
+        `Verdict` (equal to the row's) and the `grade` command that reproduces it.
+    """
+    from finbench.grading import grade_trace
+    from finbench.trace import episode_contract
+
+    row = example_row(df)
+    task = run.corpus[row.task_id]
+    ref = next(r for r in run.policies if r.label == row.policy)
+    records = replay_trace(task, ref, int(row.seed), run.profile, run.costs)
+    path = write_trace(records, path)
+    verdict = grade_trace(records, episode_contract(task))
+    if verdict.verdict != row.verdict:
+        raise RuntimeError(f"replay of {row.policy} on {row.task_id} seed {row.seed} graded {verdict.verdict}, "
+                           f"the row says {row.verdict}: episodes are not deterministic")
+    command = (f"python -m finbench grade {path} --order {task.order_id} --amount {task.order_value} "
+               f"--op capture  # {row.policy} on {row.task_id} seed {row.seed}: {verdict.verdict}")
+    return {"path": path, "row": row, "verdict": verdict, "command": command}

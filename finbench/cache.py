@@ -1,0 +1,115 @@
+"""The episode cache: one JSON file per (chunk of tasks, policy), checked on every load.
+
+Why JSON and not a pickle: a pickle runs code when it is read, so a planted
+file would run on the next `evaluate` and on every `make reproduce` after it.
+A JSON file holds data only: column name -> list of values, floats written
+with `repr` so they read back bit-for-bit.
+
+A file is trusted only if everything it says matches what was asked: the
+cache key (which covers the engine version, a digest of the package's own
+source, the corpus, the chunk's task ids, the policy's cache identity, seeds,
+profile and costs), the policy label, the task ids, the seeds, the row count
+and a SHA-256 of its columns. Anything else is recomputed and rewritten; the
+runner says so once per evaluation.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from finbench import constants as C
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE_DIR = ROOT / "data" / "cache"
+FORMAT = "finbench-episodes/1"
+
+# modules that only present results: editing them cannot change an episode row
+_PRESENTATION = {"plotting.py", "reporting.py", "publish.py", "claims.py", "pipeline.py", "bench.py",
+                 "cli.py", "__main__.py", "run.py", "pricing.py"}
+
+
+def source_digest(pkg: Path | None = None) -> str:
+    """SHA-256 (16 hex) over the package's engine source, so edited code never meets old rows.
+
+    Every module directly in `finbench/` counts except those that only present
+    results; `experiments/` (tables from rows) does not count either.
+    """
+    return _digest_of(Path(pkg)) if pkg is not None else _own_digest()
+
+
+@lru_cache(maxsize=1)
+def _own_digest() -> str:
+    return _digest_of(Path(__file__).resolve().parent)
+
+
+def _digest_of(pkg: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(pkg.glob("*.py")):
+        if p.name not in _PRESENTATION:
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def chunk_key(fingerprint: str, task_ids, cache_id: str, seeds, profile, costs) -> str:
+    """The file name of one (chunk, policy): everything that decides its rows."""
+    blob = json.dumps([FORMAT, C.ENGINE_VERSION, source_digest(), fingerprint, list(task_ids), cache_id,
+                       list(seeds), profile.key(), costs.key()], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def chunk_path(cache_dir: Path, label: str, key: str) -> Path:
+    slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)[:60] or "policy"
+    return Path(cache_dir) / slug / f"{key}.json"
+
+
+def _digest(columns: dict) -> str:
+    text = json.dumps(columns, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def save_chunk(path: Path, key: str, label: str, task_ids, seeds, columns: dict) -> None:
+    """Write atomically: a unique temporary name per writer, then rename."""
+    n = len(next(iter(columns.values()))) if columns else 0
+    doc = {"format": FORMAT, "key": key, "label": label, "task_ids": list(task_ids), "seeds": list(seeds),
+           "rows": n, "sha256": _digest(columns), "columns": columns}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{id(doc):x}.tmp")
+    tmp.write_text(json.dumps(doc, separators=(",", ":"), allow_nan=True))
+    os.replace(tmp, path)
+
+
+def load_chunk(path: Path, key: str, label: str, task_ids, seeds) -> tuple[dict | None, str | None]:
+    """(columns, None) if the file is what was asked for, else (None, why not)."""
+    if not path.exists():
+        return None, None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as e:
+        return None, f"unreadable ({type(e).__name__})"
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        return None, "not an episode cache file"
+    if doc.get("label") != label:
+        return None, f"written for policy {doc.get('label')!r}"
+    if doc.get("key") != key:
+        return None, "written for another request (key differs)"
+    cols = doc.get("columns")
+    if not isinstance(cols, dict) or not cols or not all(isinstance(v, list) for v in cols.values()):
+        return None, "columns malformed"
+    n = len(task_ids) * len(seeds)
+    if doc.get("rows") != n or any(len(v) != n for v in cols.values()):
+        return None, f"holds {doc.get('rows')} rows, expected {n}"
+    if doc.get("task_ids") != list(task_ids) or doc.get("seeds") != list(seeds):
+        return None, "task ids or seeds differ"
+    if _digest(cols) != doc.get("sha256"):
+        return None, "content does not match its digest"
+    if set(cols.get("policy", ())) != {label}:
+        return None, "rows of another policy"
+    if sorted(set(cols.get("task_id", ()))) != sorted(task_ids) or set(cols.get("seed", ())) != set(seeds):
+        return None, "rows for other tasks or seeds"
+    if any(isinstance(x, float) and math.isnan(x) for x in cols.get("gap", ())):
+        return None, "NaN gaps"
+    return cols, None

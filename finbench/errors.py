@@ -1,0 +1,86 @@
+"""The project's own error for bad input, and the checks every public door uses.
+
+Every message has one shape: ``<where>: <parameter> must be <what is allowed>,
+got <value>``. `FinbenchError` is both a `ValueError` and a `TypeError`, so
+code that caught either before still does, and a caller can catch the one
+type for anything the public API refuses.
+
+This module imports nothing from the package (the grader uses it standalone).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from numbers import Real
+
+_SHOW = 60
+
+
+class FinbenchError(ValueError, TypeError):
+    """Input the public API refuses; the message names the parameter, the value and what is allowed."""
+
+
+def show(value: object) -> str:
+    """A short, safe rendering of any value (a 10,000-digit integer is not printed whole)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+        return f"an integer of {len(str(abs(value))) if abs(value) < 10 ** 4000 else 'over 4000'} digits"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is still named by its type
+        return f"a {type(value).__name__}"
+    return text if len(text) <= _SHOW else text[:_SHOW - 3] + "..."
+
+
+def bad(where: str, name: str, value: object, allowed: str) -> FinbenchError:
+    return FinbenchError(f"{where}: {name} must be {allowed}, got {show(value)}")
+
+
+def check_int(where: str, name: str, value: object, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer (not a bool, not a float) in [lo, hi]."""
+    allowed = "an integer" + _range(lo, hi)
+    if isinstance(value, bool):
+        raise bad(where, name, value, allowed)
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise bad(where, name, value, allowed) from None
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise bad(where, name, value, allowed)
+    return n
+
+
+def check_real(where: str, name: str, value: object, lo: float | None = None, hi: float | None = None,
+               lo_open: bool = False) -> float:
+    """A finite real number (not a bool, not a string) in [lo, hi] (or (lo, hi] if `lo_open`)."""
+    allowed = "a finite number" + _range(lo, hi, lo_open)
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise bad(where, name, value, allowed)
+    try:
+        x = float(value)
+    except (OverflowError, ValueError):
+        raise bad(where, name, value, allowed) from None
+    if not math.isfinite(x) or (lo is not None and (x <= lo if lo_open else x < lo)) or (hi is not None and x > hi):
+        raise bad(where, name, value, allowed)
+    return x
+
+
+def check_choice(where: str, name: str, value: object, choices) -> object:
+    """One of `choices` (compared as given; a non-hashable value is simply not one)."""
+    choices = tuple(choices)
+    try:
+        ok = value in choices
+    except TypeError:
+        ok = False
+    if not ok:
+        raise bad(where, name, value, "one of " + ", ".join(map(repr, choices)))
+    return value
+
+
+def _range(lo, hi, lo_open: bool = False) -> str:
+    if lo is not None and hi is not None:
+        return f" in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
+    if lo is not None:
+        return f" {'>' if lo_open else '>='} {lo:g}"
+    if hi is not None:
+        return f" <= {hi:g}"
+    return ""

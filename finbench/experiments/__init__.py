@@ -1,0 +1,10 @@
+"""One module per experiment, named like its notebook (`01_headline` -> `headline`).
+
+Each module turns episode rows from a `Run` into the experiment's tables,
+figures and claims records; the notebook is parameters, a run, these calls,
+and `publish`. An experiment module never imports another: what two share
+lives a layer down (`metrics`, `policy_refs`, `plotting`, `claims`).
+
+- `headline`: Table II, Table III (+ gap by archetype), Figure 1.
+- `effects`: the effect-level checks per policy.
+"""

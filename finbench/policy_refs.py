@@ -1,0 +1,226 @@
+"""Policy references: what `evaluate`, every experiment and replay accept as "a policy".
+
+A reference is a label, a factory that makes a fresh policy for each episode,
+and a cache identity. It is made from any of:
+
+- a registered name, `"sop"`, or a label with knobs, `"sop[patience=60]"`;
+- a `(name, knobs)` pair, `("sop", {"patience": 60})`;
+- a policy class, or any zero-argument callable returning a policy (a factory);
+- a policy object: each episode plays a deep copy of it, so state never leaks
+  from one episode into the next;
+- a `PolicyRef` built explicitly (to set the label or the cache identity).
+
+The registry starts with SPEC's nine (`POLICIES`); `register_policy` adds more
+(plans, a reconciler, model agents) without changing what "all policies"
+means: `resolve_policies(None)` is always the nine, in SPEC's order.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from finbench.errors import FinbenchError
+from finbench.policies import POLICIES
+
+DEFAULT_POLICIES: tuple[str, ...] = tuple(POLICIES)
+"""SPEC §7's nine, in SPEC's order: what `policies=None` means everywhere."""
+
+REGISTRY: dict[str, Callable[..., Any]] = dict(POLICIES)
+"""Every policy name a reference may use: the nine plus whatever is registered."""
+
+_LABEL = re.compile(r"^(?P<name>[A-Za-z_][\w.-]*)(?:\[(?P<knobs>[^\[\]]*)\])?$")
+
+
+class PolicyError(FinbenchError):
+    """A policy reference that cannot be used: unknown name or knob, a colliding label, a bad object."""
+
+
+def register_policy(name: str, factory: Callable[..., Any], *, replace: bool = False) -> None:
+    """Make `name` (with knobs) usable wherever a policy reference is taken.
+
+    Args:
+        name: The registry name; must not be one of SPEC's nine.
+        factory: Called with the knobs as keyword arguments; returns a fresh policy.
+        replace: Allow re-registering a name already registered (not one of the nine).
+
+    Raises:
+        PolicyError: a bad name, one of the nine, or already registered without `replace`.
+    """
+    if not isinstance(name, str) or not _LABEL.match(name) or "[" in name:
+        raise PolicyError(f"register_policy: name must be an identifier-like string, got {name!r}")
+    if name in POLICIES:
+        raise PolicyError(f"register_policy: {name!r} is one of SPEC's nine and cannot be replaced")
+    if name in REGISTRY and not replace:
+        raise PolicyError(f"register_policy: {name!r} is already registered (pass replace=True)")
+    if not callable(factory):
+        raise PolicyError(f"register_policy: factory for {name!r} is not callable")
+    REGISTRY[name] = factory
+
+
+def policy_label(name: str, knobs: dict | None = None) -> str:
+    """'sop' or 'sop[patience=120,poll_interval=15]' (knobs sorted by name)."""
+    if not knobs:
+        return name
+    return f"{name}[{','.join(f'{k}={v}' for k, v in sorted(knobs.items()))}]"
+
+
+def _parse_value(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_label(label: str) -> tuple[str, dict]:
+    """'sop[patience=60]' -> ('sop', {'patience': 60}); the inverse of `policy_label`."""
+    m = _LABEL.match(label.strip()) if isinstance(label, str) else None
+    if m is None:
+        raise PolicyError(f"not a policy name or label: {label!r}")
+    knobs = {}
+    for part in filter(None, (m.group("knobs") or "").split(",")):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise PolicyError(f"bad knob {part!r} in policy label {label!r}; expected name=value")
+        knobs[key.strip()] = _parse_value(value.strip())
+    return m.group("name"), knobs
+
+
+def make_policy(name: str, **knobs) -> Any:
+    """A fresh registered policy with knobs.
+
+    Raises:
+        PolicyError: unknown name, or a knob the policy does not take.
+    """
+    if name not in REGISTRY:
+        raise PolicyError(f"unknown policy {name!r}; valid: {', '.join(REGISTRY)}")
+    try:
+        return REGISTRY[name](**knobs)
+    except TypeError as e:
+        raise PolicyError(f"policy {name!r} does not take knob(s) {sorted(knobs)} ({e})") from None
+
+
+@dataclass(frozen=True)
+class PolicyRef:
+    """A policy as the runner sees it.
+
+    Attributes:
+        label: The name in every row and table (unique within one evaluation).
+        factory: Zero-argument callable returning a fresh policy for one episode.
+        cache_id: What identifies the policy's behaviour for the episode cache;
+            None means its episodes are never cached.
+        builtin: True for a registered name (its cache identity is the label).
+    """
+
+    label: str
+    factory: Callable[[], Any] = field(compare=False, repr=False)
+    cache_id: str | None = None
+    builtin: bool = False
+
+    def make(self) -> Any:
+        """A fresh policy for one episode."""
+        return self.factory()
+
+    @classmethod
+    def named(cls, name: str, knobs: dict | None = None) -> PolicyRef:
+        """A registered policy by name and knobs (checked now, not in the first episode)."""
+        knobs = dict(knobs or {})
+        make_policy(name, **knobs)  # fail early and clearly
+        label = policy_label(name, knobs)
+        return cls(label, _Named(name, tuple(sorted(knobs.items()))), cache_id=f"registry:{label}", builtin=True)
+
+    @classmethod
+    def of(cls, obj: Any, label: str | None = None, cache_id: str | None = None) -> PolicyRef:
+        """A user's policy: a class, a factory, or an object (deep-copied per episode).
+
+        The label defaults to the policy's `name` attribute, else its class or
+        function name; the cache identity to its `cache_id` attribute, if any.
+        """
+        if isinstance(obj, PolicyRef):
+            return obj
+        if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "act")):
+            factory = obj
+            probe = obj()  # one instance now: a bad factory fails here, named, not mid-run
+        elif hasattr(obj, "act") and hasattr(obj, "begin"):
+            factory, probe = _Copies(obj), obj
+        else:
+            raise PolicyError(f"not a policy: {obj!r}; give a name, (name, knobs), a class, a factory "
+                              "or an object with begin(brief) and act(observation)")
+        if not (hasattr(probe, "begin") and hasattr(probe, "act")):
+            raise PolicyError(f"{obj!r} made {probe!r}, which lacks begin(brief) and act(observation)")
+        if label is None:
+            own = getattr(probe, "name", None)
+            label = own if isinstance(own, str) and own and own != "policy" else (
+                getattr(obj, "__name__", None) or type(probe).__name__)
+        cid = cache_id if cache_id is not None else getattr(probe, "cache_id", None)
+        return cls(str(label), factory, cache_id=None if cid is None else f"user:{label}:{cid}")
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A picklable factory for a registered policy with knobs."""
+
+    name: str
+    knobs: tuple
+
+    def __call__(self):
+        return make_policy(self.name, **dict(self.knobs))
+
+
+@dataclass(frozen=True)
+class _Copies:
+    """A factory that deep-copies a prototype policy object."""
+
+    prototype: Any
+
+    def __call__(self):
+        return copy.deepcopy(self.prototype)
+
+
+def as_ref(p: Any) -> PolicyRef:
+    """Any accepted form of a policy (see the module docstring) as a `PolicyRef`."""
+    if isinstance(p, PolicyRef):
+        return p
+    if isinstance(p, str):
+        name, knobs = parse_label(p)
+        return PolicyRef.named(name, knobs)
+    if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str):
+        if not isinstance(p[1], dict):
+            raise PolicyError(f"knobs of {p[0]!r} must be a dict, got {p[1]!r}")
+        return PolicyRef.named(p[0], p[1])
+    return PolicyRef.of(p)
+
+
+def resolve_policies(policies: Any = None) -> tuple[PolicyRef, ...]:
+    """References for `policies` (None: SPEC's nine), refusing labels that collide.
+
+    Raises:
+        PolicyError: an unusable reference, an empty list, or two references with one label.
+    """
+    if policies is None:
+        policies = DEFAULT_POLICIES
+    elif isinstance(policies, (str, PolicyRef)) or (isinstance(policies, tuple) and len(policies) == 2
+                                                     and isinstance(policies[0], str)
+                                                     and isinstance(policies[1], dict)):
+        policies = [policies]  # one policy given bare, not a sequence of characters
+    elif isinstance(policies, type) or hasattr(policies, "act"):
+        policies = [policies]
+    refs = tuple(as_ref(p) for p in policies)
+    if not refs:
+        raise PolicyError("policies is empty; give at least one (None means SPEC's nine)")
+    seen: dict[str, int] = {}
+    for i, r in enumerate(refs):
+        if r.label in seen:
+            raise PolicyError(f"policies {seen[r.label]} and {i} share the label {r.label!r}; rows could not "
+                              "be told apart (give one a label: PolicyRef.of(obj, label=...))")
+        seen[r.label] = i
+    return refs
+
+
+def policy_order(labels) -> list[str]:
+    """SPEC's nine in SPEC's order, then any other label in first-seen order."""
+    present = list(dict.fromkeys(labels))
+    return [p for p in DEFAULT_POLICIES if p in present] + [p for p in present if p not in DEFAULT_POLICIES]

@@ -1,0 +1,78 @@
+"""Re-pricing: an episode recorded once, priced under any costs (SPEC §8).
+
+No unprivileged policy sees a price: the brief carries only tool ticks, the
+call budget and the order, and the oracle is told the resolution, not the
+costs. So a change of `cogs_rate`, `dispute_fee` or `escalation_cost` cannot
+change what any policy does, and the money that moves is fixed by the task and
+the actions alone: which captures exist (`retry_at`), the disposition and its
+tick (`end_t`), and effects on the unrelated order. `settle_case` turns those
+into a position under the new costs, exactly as the simulation would; only the
+reference position is recomputed per costs. Costs that do reach policies
+(`step_budget`, `read_ticks`, `probe_ticks`) change actions and are refused.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pandas as pd
+
+from finbench import constants as C
+from finbench.economics import Costs, settle_case
+from finbench.env import reference_position
+from finbench.world import Capture
+
+PRICED = ("position", "reference_position", "gap", "exact", "cash", "cogs", "liability", "dispute_fee",
+          "escalation", "unrelated")
+"""The columns that depend on prices; every other column of an episode row does not."""
+
+
+def simulation_key(costs: Costs) -> tuple:
+    """The part of `Costs` that policies can see (through the brief): it decides actions."""
+    return (costs.step_budget, costs.read_ticks, costs.probe_ticks)
+
+
+def _captures(task, retry_at: str) -> list[Capture]:
+    caps = [Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_value, C.CAPTURE_AT, task.determined_at,
+                    task.outcome)]
+    for i, t in enumerate(filter(None, retry_at.split(";")), start=2):
+        t = int(t)
+        caps.append(Capture(f"cap-{i}", f"key-{i}", task.order_value, t, t + task.retry_delay, task.retry_outcome))
+    return caps
+
+
+@lru_cache(maxsize=200_000)
+def _price(task, disposition: str, end_t: int, retry_at: str, unrelated_effects: int, costs: Costs) -> tuple:
+    out = settle_case(task, _captures(task, retry_at), disposition, end_t, costs, unrelated_effects)
+    ref = reference_position(task, costs)
+    gap = round(ref - out.position, 6)
+    b = out.breakdown
+    return (out.position, ref, gap, gap <= 0.005, b["cash"], b["cogs"], b["liability"], b["dispute_fee"],
+            b["escalation"], out.unrelated)
+
+
+def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd.DataFrame:
+    """The same episodes priced under `costs`: equal to simulating them under `costs`.
+
+    Args:
+        df: episode rows from `evaluate` (they carry `retry_at`, `disposition`, `end_t`).
+        corpus: the tasks behind the rows.
+        costs: the new prices.
+        simulated_with: the costs the rows were simulated under.
+
+    Raises:
+        ValueError: `costs` differs from `simulated_with` in something policies see.
+    """
+    if simulation_key(costs) != simulation_key(simulated_with):
+        raise ValueError("cannot re-price across step_budget, read_ticks or probe_ticks: policies see them, so "
+                         f"actions may change; simulate instead ({simulated_with} -> {costs})")
+    if costs == simulated_with or df.empty:
+        return df
+    tasks = {t.task_id: t for t in corpus.tasks}
+    priced = [_price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), costs)
+              for tid, disp, end, ra, ue in zip(df["task_id"], df["disposition"], df["end_t"], df["retry_at"],
+                                                df["unrelated_effects"])]
+    cols = list(zip(*priced))
+    out = df.copy()
+    for name, values in zip(PRICED, cols):
+        out[name] = pd.Series(values, index=df.index, dtype=df[name].dtype)
+    return out

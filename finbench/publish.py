@@ -1,0 +1,56 @@
+"""One way to write results: tables (CSV + Markdown), figures (PNG + PDF), claims; all stamped by the run.
+
+    publish(t2, "table2", run, to=tables_dir, title="Table II", markdown=..., notes=...)
+    publish(fig, "figure1", run, to=figures_dir)
+    publish(claims, "headline", run, to=tables_dir)      # -> tables/claims_headline.{csv,md}
+
+No stamp is typed by hand: tables print `run.stamp()` (corpus fingerprint,
+seeds, profile, costs, ...) and figures `run.caption()`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from finbench.claims import Claim, claims_frame, claims_markdown, verdict_counts
+from finbench.reporting import write_table
+
+
+def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | None = None,
+            notes: list[str] | None = None, markdown=None, floatfmt: str = ".2f", bootstrap: bool = True,
+            meta: dict | None = None, caption_extra: str = "") -> list[Path]:
+    """Write `obj` stamped by `run`; returns the paths written.
+
+    Args:
+        obj: a pandas DataFrame (a table), a matplotlib Figure, or a list of `Claim`s
+            (written as `claims_<stem>`).
+        stem: the file name without extension.
+        run: the `Run` the result comes from.
+        to: the folder (default "tables", or "figures" for a figure).
+        title, notes, markdown, floatfmt: for tables, as `reporting.write_table`.
+        bootstrap: whether the stamp names the bootstrap (replicates, seed).
+        meta: extra stamp entries after the run's own.
+        caption_extra: a line added under a figure's caption.
+    """
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    extra = dict(meta or {})
+    if isinstance(obj, Figure):
+        from finbench.plotting import caption, save
+
+        text = run.caption() + (f"\n{caption_extra}" if caption_extra else "")
+        return save(caption(obj, text), stem, to or "figures")
+    if isinstance(obj, list) and all(isinstance(c, Claim) for c in obj):
+        frame = claims_frame(obj)
+        counts = verdict_counts(obj)
+        lines = ["Verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items()), "",
+                 "Reproduced: inside the paper's interval or within the stated tolerance (qualitative: holds); "
+                 "same direction: outside that, but the direction it is about holds; differs: neither; "
+                 "not run: the table behind it was not produced."]
+        return write_table(frame, f"claims_{stem}", run.stamp(bootstrap, **extra), to or "tables",
+                           title=title or f"Claims checked by {stem}", markdown=claims_markdown(frame),
+                           notes=lines + list(notes or []))
+    if isinstance(obj, pd.DataFrame):
+        return write_table(obj, stem, run.stamp(bootstrap, **extra), to or "tables", title=title,
+                           floatfmt=floatfmt, notes=notes, markdown=markdown)
+    raise TypeError(f"publish: cannot write a {type(obj).__name__}; give a DataFrame, a Figure or a list of Claims")

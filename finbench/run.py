@@ -1,0 +1,248 @@
+"""The experiment layer's run description: one frozen value that evaluates itself and stamps its outputs.
+
+    run = Run.make(n_tasks=321, seeds=range(5), n_jobs=2)
+    df = run.evaluate()                    # episode rows, cached, shared
+    run.stamp(), run.caption()             # what every table and figure prints
+    frame = sweep(run, {"profile": [FaultProfile.none(), FaultProfile.only("loss")]})
+
+A `Run` names everything that decides its episodes: the corpus, the seeds, the
+fault profile, the costs, the policies, and the bootstrap (replicates and
+seed). How it is executed (`n_jobs`, the cache folder, a progress bar) is not
+part of its identity and cannot change a result.
+
+Episodes are shared between runs: in memory (the same simulation, policy by
+policy) and on disk (the episode cache). A run whose costs differ from an
+already simulated one only in prices is re-priced, not simulated
+(`finbench.pricing`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+from finbench import constants as C
+from finbench.corpus import Corpus, make_corpus
+from finbench.economics import Costs
+from finbench.faults import FaultProfile
+from finbench.policy_refs import DEFAULT_POLICIES, PolicyRef, resolve_policies
+
+
+@lru_cache(maxsize=64)
+def corpus_for(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS) -> Corpus:
+    """`make_corpus`, memoised: runs over one corpus share one object."""
+    return make_corpus(master_seed, n_tasks)
+
+
+def seeds_label(seeds) -> str:
+    """'0..4' for a contiguous range, else '0,2,7'."""
+    s = list(seeds)
+    if len(s) > 2 and s == list(range(s[0], s[0] + len(s))):
+        return f"{s[0]}..{s[-1]}"
+    return ",".join(map(str, s))
+
+
+def costs_label(costs: Costs) -> str:
+    """'default', or the fields that differ from SPEC's defaults: 'cogs_rate=0.4,dispute_fee=15'."""
+    base = Costs()
+    diff = [f"{f.name}={getattr(costs, f.name):g}" for f in dataclasses.fields(Costs)
+            if getattr(costs, f.name) != getattr(base, f.name)]
+    return ",".join(diff) or "default"
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything that decides a set of episodes and the intervals over them.
+
+    Attributes:
+        corpus: the tasks.
+        seeds: the fault seeds (a tuple of ints).
+        profile: the fault profile.
+        costs: the economics.
+        policies: policy references (None: SPEC's nine); see `finbench.policy_refs`.
+        n_boot, boot_seed: bootstrap replicates and seed for every interval.
+        n_jobs, cache, progress: how to execute; not part of the run's identity.
+    """
+
+    corpus: Corpus
+    seeds: tuple = tuple(range(5))
+    profile: FaultProfile = field(default_factory=FaultProfile.default)
+    costs: Costs = field(default_factory=Costs)
+    policies: Any = None
+    n_boot: int = 2000
+    boot_seed: int = 0
+    n_jobs: int = field(default=1, compare=False)
+    cache: Any = field(default=True, compare=False)
+    progress: bool = field(default=False, compare=False)
+
+    def __post_init__(self):
+        if not isinstance(self.corpus, Corpus):
+            raise TypeError(f"Run.corpus must be a Corpus (make_corpus, load_corpus), got {type(self.corpus).__name__}")
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if not self.seeds:
+            raise ValueError("Run.seeds is empty")
+        object.__setattr__(self, "policies", resolve_policies(self.policies))
+        if not isinstance(self.profile, FaultProfile):
+            raise TypeError(f"Run.profile must be a FaultProfile, got {self.profile!r}")
+        if not isinstance(self.costs, Costs):
+            raise TypeError(f"Run.costs must be a Costs, got {self.costs!r}")
+
+    @classmethod
+    def make(cls, master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS, **kw) -> Run:
+        """A run over `make_corpus(master_seed, n_tasks)` (memoised); `kw` as the fields."""
+        return cls(corpus_for(master_seed, n_tasks), **kw)
+
+    def replace(self, **changes) -> Run:
+        return dataclasses.replace(self, **changes)
+
+    # --- identity and stamps ---------------------------------------------------------
+    @property
+    def labels(self) -> list[str]:
+        return [r.label for r in self.policies]
+
+    @property
+    def default_policies(self) -> bool:
+        return tuple(self.labels) == DEFAULT_POLICIES
+
+    @property
+    def episodes(self) -> int:
+        return len(self.corpus) * len(self.seeds) * len(self.policies)
+
+    @property
+    def k(self) -> int:
+        """The k of pass^k: 5 as in the paper, or every seed when there are fewer."""
+        return min(5, len(self.seeds))
+
+    def key(self) -> str:
+        """16 hex digits naming the run (not its execution), stable across processes."""
+        blob = json.dumps([C.ENGINE_VERSION, self.corpus.fingerprint, list(self.seeds), self.profile.key(),
+                           self.costs.key(), [r.cache_id or f"uncached:{r.label}" for r in self.policies],
+                           self.n_boot, self.boot_seed])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def stamp(self, bootstrap: bool = True, **extra) -> dict:
+        """What every table prints: corpus, seeds, profile, costs (and policies if not the nine)."""
+        c = self.corpus
+        meta = {"corpus": c.fingerprint, "master_seed": c.master_seed, "tasks": len(c), "units": len(c.units),
+                "twin_pairs": len(c.twin_pairs), "engine": C.ENGINE_VERSION, "seeds": seeds_label(self.seeds),
+                "profile": self.profile.name, "costs": costs_label(self.costs)}
+        if not self.default_policies:
+            meta["policies"] = ", ".join(self.labels)
+        if bootstrap:
+            meta.update(n_boot=self.n_boot, boot_seed=self.boot_seed)
+        meta.update(extra)
+        return meta
+
+    def caption(self) -> str:
+        """What every figure prints: corpus, episodes, seeds, profile, costs."""
+        return (f"corpus {self.corpus.fingerprint} · {self.episodes:,} episodes · seeds {seeds_label(self.seeds)}"
+                f" · profile {self.profile.name} · costs {costs_label(self.costs)}")
+
+    # --- episodes --------------------------------------------------------------------
+    def evaluate(self):
+        """The run's episode rows (`runner.evaluate`'s columns), shared with earlier runs where possible."""
+        return _episodes(self)
+
+
+# --- episodes shared between runs ------------------------------------------------------
+
+_MEMO: OrderedDict = OrderedDict()
+_MEMO_SIZE = 512
+
+
+def _sim_key(run: Run, ref: PolicyRef) -> tuple:
+    from finbench.pricing import simulation_key
+
+    who = ref.cache_id if ref.cache_id is not None else ("uncached", ref.label, id(ref.factory))
+    return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), who)
+
+
+def _episodes(run: Run):
+    """Per policy: a memoised simulation of the same episodes (re-priced if only prices differ),
+    else `evaluate` for every missing policy at once (so worlds are built once for all of them)."""
+    import pandas as pd
+
+    from finbench.pricing import reprice
+    from finbench.runner import evaluate
+
+    parts: dict[int, Any] = {}
+    missing = []
+    for i, ref in enumerate(run.policies):
+        hit = _MEMO.get(_sim_key(run, ref))
+        if hit is None:
+            missing.append(i)
+            continue
+        _MEMO.move_to_end(_sim_key(run, ref))
+        frame, costs = hit
+        parts[i] = reprice(frame, run.corpus, run.costs, costs)
+    if missing:
+        df = evaluate(run.corpus, [run.policies[i] for i in missing], run.seeds, run.profile, run.costs,
+                      n_jobs=run.n_jobs, cache=run.cache, progress=run.progress)
+        for i in missing:
+            ref = run.policies[i]
+            frame = df[df["policy"] == ref.label].reset_index(drop=True)
+            _MEMO[_sim_key(run, ref)] = (frame, run.costs)
+            parts[i] = frame
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return pd.concat([parts[i] for i in range(len(run.policies))], ignore_index=True)
+
+
+def clear_memo() -> None:
+    """Forget the episodes shared in memory (the disk cache is untouched)."""
+    _MEMO.clear()
+
+
+# --- sweeps ----------------------------------------------------------------------------
+
+def _grid_label(value: Any) -> Any:
+    if isinstance(value, FaultProfile):
+        return value.name
+    if isinstance(value, Costs):
+        return costs_label(value)
+    if isinstance(value, Corpus):
+        return value.master_seed if value.master_seed is not None else value.fingerprint
+    if isinstance(value, (list, tuple, range)) and all(isinstance(x, int) for x in value):
+        return seeds_label(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(getattr(x, "label", x)) for x in value)
+    return value
+
+
+def sweep(base: Run, grid: dict[str, list], summarise: Callable[[Run, Any], Any] | None = None):
+    """Every combination of `grid` applied to `base`, as one tidy frame.
+
+    Args:
+        base: the run every combination starts from.
+        grid: field name -> list of values (a dict of lists, as a scenario runner takes).
+            Fields are `Run`'s: corpus, seeds, profile, costs, policies, n_boot, boot_seed.
+        summarise: `f(run, episodes) -> DataFrame` applied per combination; None keeps
+            the episode rows.
+
+    Returns:
+        The concatenated frames, with one leading column per grid field (a readable
+        label of the value: a profile's name, a costs label, ...), in grid order.
+        Episodes are simulated once per distinct simulation and re-priced across costs.
+    """
+    import pandas as pd
+
+    names = list(grid)
+    bad = [n for n in names if n not in {f.name for f in dataclasses.fields(Run)} or n in ("n_jobs", "cache",
+                                                                                          "progress")]
+    if bad:
+        raise ValueError(f"sweep: unknown Run field(s) {bad}; sweepable: corpus, seeds, profile, costs, "
+                         "policies, n_boot, boot_seed")
+    frames = []
+    for combo in itertools.product(*(grid[n] for n in names)):
+        run = base.replace(**dict(zip(names, combo)))
+        df = run.evaluate()
+        out = summarise(run, df) if summarise is not None else df
+        labels = {n: _grid_label(v) for n, v in zip(names, combo)}
+        frames.append(out.assign(**labels)[[*names, *[c for c in out.columns if c not in names]]])
+    return pd.concat(frames, ignore_index=True)
+

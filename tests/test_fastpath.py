@@ -1,0 +1,357 @@
+"""The engine's fast path changes speed, never results.
+
+Built-in policies are played through `FinalityEnv._call` (no argument checks,
+no copies, shared folds) and share memoised draws, outcomes and grades; the
+public `step` keeps every check and copy. Each test here compares the fast
+path with the checked one, or a memo with the computation it spares.
+"""
+import gc
+import pickle
+import random
+import weakref
+
+import pytest
+
+import finbench as fb
+from finbench import constants as C
+from finbench.env import EpisodeResult, FinalityEnv, batch_mode, play, reference_position, trusted
+from finbench.grading import CHECKS, grade_trace
+from finbench.policies import SOP, Policy, Routine
+from finbench.rng import Keyed, integer, uniform
+from finbench.trace import episode_contract, grade_episode
+
+CORPUS = fb.make_corpus(n_tasks=60)
+TASKS = CORPUS.tasks[::4]  # every archetype, twins included
+PROFILES = {
+    "default": fb.FaultProfile.default(),
+    "none": fb.FaultProfile.none(),
+    "stale_read": fb.FaultProfile.only("stale_read"),
+    "without_loss": fb.FaultProfile.without("loss"),
+    "intensity_0.6": fb.FaultProfile.default(0.6),
+}
+VARIANTS = [(name, {}) for name in fb.POLICIES] + [
+    ("sop", {"poll_interval": 7, "patience": 45}),
+    ("sop", {"poll_interval": 90, "patience": 400}),
+    ("react", {"wait": 5}),
+    ("reflection", {"wait": 60, "pause": 3}),
+    ("finality_gate", {"wait": 9}),
+    ("majority_vote", {"wait": 20}),
+    ("optimistic", {"poll_interval": 4}),
+]
+
+
+class Untrusted:
+    """A user's wrapper around a built-in policy: the same decisions, played through `step`."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.privileged = inner.privileged
+        self.name = inner.name
+
+    def begin(self, brief, resolution=None):
+        if self.privileged:
+            self.inner.begin(brief, resolution)
+        else:
+            self.inner.begin(brief)
+
+    def act(self, obs):
+        return self.inner.act(obs)
+
+
+def _both(task, name, knobs, seed, profile):
+    fast = play(FinalityEnv(task, seed, profile), fb.get_policy(name, **knobs))
+    slow = play(FinalityEnv(task, seed, profile), Untrusted(fb.get_policy(name, **knobs)))
+    return fast, slow
+
+
+@pytest.mark.parametrize("label", list(PROFILES))
+def test_fast_path_gives_the_public_paths_episode(label):
+    profile = PROFILES[label]
+    checked = 0
+    for task in TASKS:
+        for seed in (0, 3):
+            for name, knobs in VARIANTS:
+                fast, slow = _both(task, name, knobs, seed, profile)
+                a, b = fast.result(name), slow.result(name)
+                assert a == b, (label, task.task_id, seed, name, knobs)  # every field, actions and trace too
+                assert [x[3] for x in a.actions] == [x[3] for x in b.actions]
+                assert fast.world.reads == slow.world.reads
+                assert fast.world.firings == slow.world.firings
+                assert [vars(c) for c in fast.world.captures] == [vars(c) for c in slow.world.captures]
+                assert grade_episode(task, a.trace) == grade_episode(task, b.trace)
+                checked += 1
+    assert checked == len(TASKS) * 2 * len(VARIANTS)
+
+
+def test_only_the_built_in_classes_are_trusted():
+    assert all(trusted(fb.get_policy(name)) for name in fb.POLICIES)
+
+    class Mine(Policy):
+        def act(self, obs):
+            return self.call("close")
+
+    class MyRoutine(Routine):
+        def run(self):
+            yield self.call("close")
+
+    class MySOP(SOP):  # inherits `trusted = True` but is not the package's own class
+        pass
+
+    class Claims(Policy):  # says so, but lives outside finbench.policies
+        trusted = True
+
+        def act(self, obs):
+            return self.call("close")
+
+    for policy in (Mine(), MyRoutine(), MySOP(), Claims(), Untrusted(fb.get_policy("sop"))):
+        assert not trusted(policy), type(policy).__name__
+
+
+def test_a_users_subclass_takes_the_checked_path():
+    """A subclass that edits its observations must not reach the shared folds."""
+
+    class Vandal(SOP):
+        def act(self, obs):
+            res = obs.get("result")
+            if isinstance(res, dict) and "captures" in res:
+                res["captures"].append({"id": "cap-9", "key": "x", "amount": 1.0, "status": "settled"})
+            return super().act(obs)
+
+    task = TASKS[5]
+    before = fb.run_episode(task, "sop", 1)
+    play(FinalityEnv(task, 1), Vandal())
+    assert fb.run_episode(task, "sop", 1) == before
+
+
+def test_public_step_returns_fresh_copies():
+    task = next(t for t in CORPUS.tasks if t.archetype == "pending_settle")
+    env = FinalityEnv(task, 2, fb.FaultProfile.none())
+    order = env.reset()["order_id"]
+    first = env.step("read_ledger", order_id=order)
+    first["result"]["lines"].clear()
+    first["result"]["balances"]["cash"] = 1e9
+    again = env.world.view("ledger", first["t"])
+    assert again["lines"] and again["balances"]["cash"] == 0.0
+    # another episode of the same world shares the memo: it must not see the edit either
+    other = FinalityEnv(task, 2, fb.FaultProfile.none())
+    other.reset()
+    assert other.step("read_ledger", order_id=order)["result"] == again
+    assert other.step("read_ledger", order_id=order)["result"] is not other.actions[-2][3]["result"]
+
+
+def test_results_of_the_fast_path_own_their_observations():
+    """Fast-path reads share the world's memo; `result()` hands out copies."""
+    task = TASKS[3]
+    res = fb.run_episode(task, "majority_vote", 0)
+    reads = [obs["result"] for _, tool, _, obs in res.actions if tool.startswith("read_")]
+    assert reads
+    for r in reads:
+        r.clear()
+    again = fb.run_episode(task, "majority_vote", 0)
+    assert all(obs["result"] for _, tool, _, obs in again.actions if tool.startswith("read_"))
+    env = play(FinalityEnv(task, 0), fb.get_policy("majority_vote"))
+    lean = env.result("majority_vote", actions=False)
+    assert lean.actions == () and lean.trace == again.trace and lean.fired == again.fired
+
+
+@pytest.mark.parametrize("tool,args,error", [
+    ("teleport", {"order_id": "X"}, "unknown tool"),
+    ("wait", {"order_id": "X", "ticks": 0}, "ticks must be"),
+    ("wait", {"order_id": "X", "ticks": True}, "ticks must be"),
+    ("wait", {"order_id": "X"}, "missing argument"),
+    ("read_bank", {"order_id": "X", "extra": 1}, "unexpected argument"),
+    ("retry_capture", {"order_id": "X", "idempotency_key": ""}, "non-empty"),
+    ("ship", {"order_id": "ord-nope"}, "unknown order"),
+])
+def test_public_step_still_validates(tool, args, error):
+    task = TASKS[0]
+    env = FinalityEnv(task, 0)
+    env.reset()
+    args = {k: (task.order_id if v == "X" else v) for k, v in args.items()}
+    obs = env.step(tool, **args)
+    assert error in obs["error"] and obs["t"] == C.HANDOVER + 1 and obs["calls_left"] == 39
+    assert env.actions[-1][2] == args and env.actions[-1][2] is not args
+
+
+def test_fast_path_hands_the_unexpected_to_the_checked_path():
+    """It trusts a built-in's arguments, but not the tool, the order or an open case."""
+    task = TASKS[0]
+    calls = [("teleport", {"order_id": task.order_id}), ("ship", {"order_id": "ord-nope"}),
+             ("read_erp", {"order_id": task.other_order_id}), ("refund", {"order_id": task.other_order_id}),
+             ("ship", {"order_id": task.order_id}), ("wait", {"order_id": task.order_id, "ticks": 5})]
+    fast, slow = FinalityEnv(task, 0), FinalityEnv(task, 0)
+    fast.reset(), slow.reset()
+    for tool, args in calls:
+        assert fast._call(tool, dict(args)) == slow.step(tool, **args), tool
+    assert fast.result("x") == slow.result("x")
+
+
+def test_episode_result_is_built_as_the_constructor_builds_it():
+    res = fb.run_episode(TASKS[2], "react", 4)
+    made = EpisodeResult(**vars(res))
+    assert made == res and list(vars(made)) == list(vars(res))
+    assert pickle.dumps(made) == pickle.dumps(res)
+
+
+def test_memoised_outcomes_match_a_fresh_settlement():
+    from finbench.economics import settle_case
+
+    for task in TASKS:
+        for name in fb.POLICIES:
+            env = play(FinalityEnv(task, 1), fb.get_policy(name))
+            assert env.outcome() == settle_case(task, env.world.captures, env.disposition, env.disposition_t,
+                                                env.costs, len(env.other_effects))
+    costs = fb.Costs(cogs_rate=0.4)
+    env = play(FinalityEnv(TASKS[1], 0, costs=costs), fb.get_policy("finality_gate"))
+    assert env.outcome().cogs == pytest.approx(0.4 * TASKS[1].order_value if env.disposition == "ship" else 0.0)
+
+
+def test_keyed_draws_are_the_plain_draws():
+    rnd = random.Random(7)
+    memo = {}
+    for _ in range(300):
+        stream, seed = f"s/{rnd.randrange(10**6)}", rnd.randrange(50)
+        family, did = rnd.choice(C.FAMILIES), f"cap-{rnd.randrange(9)}:terminal:{rnd.choice(C.SYSTEMS)}"
+        for keyed in (Keyed(stream, seed), Keyed(stream, seed, memo=memo)):
+            assert keyed.pair(family, did) == uniform(stream, seed, family, did)
+            assert keyed.uniform(family, did, 3) == uniform(stream, seed, family, did, 3)
+            assert keyed.integer(30, 180, family, did) == integer(30, 180, stream, seed, family, did)
+    assert memo
+
+
+def test_memoised_stale_reads_are_the_keyed_draws():
+    """The n-th read of a system is stale by the draw keyed (unit, seed, family, system, n),
+    whichever policy asks first (the memo is shared by the worlds of one task and seed)."""
+    profile = fb.FaultProfile.only("stale_read", intensity=0.5)
+    for task in TASKS[:6]:
+        for name in ("majority_vote", "optimistic", "react", "sop"):  # later ones hit the memo
+            env = play(FinalityEnv(task, 5, profile), fb.get_policy(name))
+            n_of = dict.fromkeys(C.SYSTEMS, 0)
+            fired = 0
+            for issued, tool, args, obs in env.actions:
+                if not tool.startswith("read_"):
+                    continue
+                system, n = tool[len("read_"):], n_of[tool[len("read_"):]]
+                n_of[system] += 1
+                key = (task.stream, 5, "stale_read", system, n)
+                seen = obs["t"]
+                if uniform(*key) < 0.5:
+                    fired += 1
+                    seen -= integer(*C.STALE_RANGE, *key, "lag")
+                assert obs["result"] == env.world.view(system, seen), (task.task_id, name, system, n)
+            assert env.world.fired()["stale_read"] == fired
+
+
+def _direct_grade(task, trace):
+    v = grade_trace(list(trace), episode_contract(task))
+    caps = sum(1 for r in trace if r.get("kind") == "effect" and r.get("op") == "capture"
+               and r.get("new_effect") and r.get("order") == task.order_id)
+    return {"verdict": v.verdict, "capture_effects": caps, **{f"check_{k}": v.checks[k] for k in CHECKS}}
+
+
+def _mutants(trace):
+    """Traces one edit away from `trace`, each of a kind the grader reads."""
+    recs = [dict(r) for r in trace]
+    events = [i for i, r in enumerate(recs) if "seq" in r]
+    effects = [i for i in events if recs[i]["kind"] == "effect"]
+    out = []
+
+    def edit(fn):
+        new = [dict(r) for r in recs]
+        fn(new)
+        out.append(new)
+
+    edit(lambda rs: rs.pop(events[0]))  # the authorization is lost
+    edit(lambda rs: rs[events[-1]].update(seq=rs[events[0]]["seq"]))  # two records under one seq
+    edit(lambda rs: rs[0].update(complete=False))
+    edit(lambda rs: rs[0].pop("last_seq"))
+    edit(lambda rs: rs[0].update(last_seq=None))
+    edit(lambda rs: rs[events[0]].update(seq=float(rs[events[0]]["seq"])))  # 1.0 is not the seq 1
+    edit(lambda rs: rs[events[0]].pop("seq"))
+    edit(lambda rs: rs[events[0]].update(seq=None))
+    edit(lambda rs: rs.append({"kind": "note", "seq": None}))
+    edit(lambda rs: rs.append({"kind": "note"}))
+    for i in effects:
+        edit(lambda rs, i=i: rs[i].update(new_effect=1 if rs[i]["new_effect"] else 0))  # not booleans
+        edit(lambda rs, i=i: rs[i].update(new_effect=not rs[i]["new_effect"]))
+        edit(lambda rs, i=i: rs[i].update(order="ord-elsewhere"))
+        edit(lambda rs, i=i: rs[i].update(amount=rs[i]["amount"] + 0.01))
+        edit(lambda rs, i=i: rs[i].update(amount=True))
+        edit(lambda rs, i=i: rs[i].update(key=None))
+        edit(lambda rs, i=i: rs[i].update(receipt="cap-1"))
+        edit(lambda rs, i=i: rs[i].update(op="refund"))
+        edit(lambda rs, i=i: rs[i].update(t=-5, outcome="?", actor="nobody"))  # unread fields
+    last = max(r["seq"] for r in recs if "seq" in r)
+    edit(lambda rs: rs.append({"seq": last + 1, "t": 0, "kind": "reverse", "receipt": "cap-1", "by": "x"}))
+    edit(lambda rs: rs.append({"seq": last + 1, "t": 0, "kind": "reverse", "receipt": "cap-7"}))
+    edit(lambda rs: rs.append({"seq": last + 1, "t": 0, "kind": "reverse", "receipt": "cap-1", "order": 5}))
+    return out
+
+
+def test_grade_episode_is_the_graders_verdict():
+    traces = []
+    for task in CORPUS.tasks[::3]:
+        for seed in range(3):
+            for name in fb.POLICIES:
+                traces.append((task, fb.run_episode(task, name, seed).trace))
+        env = FinalityEnv(task, 0, double_effect=True)  # a replayed key charges again
+        play(env, Untrusted(fb.get_policy("finality_gate")))
+        traces.append((task, env.result("double").trace))
+    random_twice = [(t, tr) for t, tr in traces if _direct_grade(t, tr)["capture_effects"] >= 2]
+    assert random_twice, "the sample should hold traces that capture twice"
+    verdicts = set()
+    for task, trace in traces:
+        want = _direct_grade(task, trace)
+        assert grade_episode(task, trace) == want
+        assert grade_episode(task, trace) == want  # and again, from the memo
+        verdicts.add(want["verdict"])
+    for task, trace in traces[::40]:
+        for mutant in _mutants(trace):
+            want = _direct_grade(task, mutant)
+            assert grade_episode(task, mutant) == want
+            verdicts.add(want["verdict"])
+    assert {"pass", "violation", "unscorable"} <= verdicts
+
+
+def test_grade_episode_tells_orders_apart_by_role_not_name():
+    """Two tasks share a memo entry only through renamed orders; roles still count."""
+    a, b = CORPUS.tasks[0], CORPUS.tasks[1]
+    tr_a = list(fb.run_episode(a, "finality_oracle", 0).trace)
+    swapped = [dict(r, order=b.order_id) if r.get("order") == a.order_id else r for r in tr_a]
+    assert grade_episode(a, tr_a) == _direct_grade(a, tr_a)
+    assert grade_episode(a, swapped) == _direct_grade(a, swapped)
+    assert grade_episode(b, swapped) == _direct_grade(b, swapped)
+    assert grade_episode(a, swapped)["verdict"] != grade_episode(a, tr_a)["verdict"]
+
+
+def test_batch_mode_pauses_the_collector_and_leaves_no_garbage():
+    gc.collect()
+    assert gc.isenabled()
+    with batch_mode():
+        assert not gc.isenabled()
+        with batch_mode():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        for task in TASKS[:5]:
+            for name in fb.POLICIES:
+                policy = fb.get_policy(name)
+                env = play(FinalityEnv(task, 0), policy)
+                res = env.result(name)
+                alive = [weakref.ref(x) for x in (policy, env, env.world, res)]
+                del policy, env, res
+                # reference counting alone frees an episode (`play` closed the routine)
+                assert not any(ref() is not None for ref in alive), (task.task_id, name)
+    assert gc.isenabled()
+    try:
+        gc.disable()
+        with batch_mode():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_reference_position_is_unchanged_by_the_fast_path():
+    for task in TASKS:
+        env = play(FinalityEnv(task, 0, fb.FaultProfile.none()), Untrusted(fb.get_policy("finality_oracle")))
+        assert reference_position(task, fb.Costs()) == env.outcome().position
