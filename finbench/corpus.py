@@ -3,15 +3,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from finbench import constants as C
+from finbench.errors import FinbenchError, check_choice, check_int, check_real, show
 from finbench.rng import generator
 
+MAX_TASKS = 100_000
+MAX_VALUE = 1e9
 
-class CorpusError(ValueError):
-    """A corpus file that cannot be trusted: malformed, or not matching its fingerprint."""
+
+class CorpusError(FinbenchError):
+    """A corpus file that cannot be trusted: unreadable, malformed, or not matching its digests."""
 
 
 @dataclass(frozen=True)
@@ -122,46 +128,127 @@ class Corpus:
         """Write a JSONL file: a header line with the fingerprint, then one task a line."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        tasks = [json.dumps(t.to_dict(), sort_keys=True) for t in self.tasks]
         header = {"kind": "finbench-corpus", "fingerprint": self.fingerprint,
                   "master_seed": self.master_seed, "n_tasks": len(self)}
-        lines = [json.dumps(header, sort_keys=True)]
-        lines += [json.dumps(t.to_dict(), sort_keys=True) for t in self.tasks]
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.replace(path)
+        header["digest"] = _file_digest(header, tasks)
+        text = "\n".join([json.dumps(header, sort_keys=True), *tasks]) + "\n"
+        # a unique temporary name per writer, then an atomic rename: concurrent savers
+        # never share a temporary file and a reader sees the old file or the new one
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return path
 
 
+def _file_digest(header: dict, task_lines: list[str]) -> str:
+    """SHA-256 over the header's own fields and the task lines: the header cannot be edited alone."""
+    h = hashlib.sha256(json.dumps({k: header.get(k) for k in ("kind", "fingerprint", "master_seed", "n_tasks")},
+                                  sort_keys=True).encode())
+    for line in task_lines:
+        h.update(b"\n" + line.encode())
+    return h.hexdigest()[:32]
+
+
+_TASK_TYPES = {
+    "task_id": str, "order_id": str, "unit": str, "stream": str, "other_order_id": str,
+}
+
+
+def validate_task(d: dict, where: str) -> Task:
+    """A task from its dict, every field checked (type, range, and agreement with the archetype)."""
+    for name, typ in _TASK_TYPES.items():
+        if not isinstance(d[name], typ) or not d[name]:
+            raise CorpusError(f"{where}: {name} must be a non-empty string, got {show(d[name])}")
+    try:
+        a = check_choice(where, "archetype", d["archetype"], C.ARCHETYPES)
+        for name in ("order_value", "other_order_value"):
+            check_real(where, name, d[name], 0.0, MAX_VALUE, lo_open=True)
+        lo, hi = C.DETERMINATION[a]
+        check_int(where, "determined_at", d["determined_at"], lo, hi)
+        check_choice(where, "outcome", d["outcome"], _OUTCOMES[a])
+        check_choice(where, "retry_outcome", d["retry_outcome"], ("settled", "failed"))
+        check_int(where, "retry_delay", d["retry_delay"], *C.RETRY_DELAY)
+        for name in ("processor_lag", "duplicate_gap"):
+            check_int(where, name, d[name], 0, C.HORIZON)
+        if d["chargeback_at"] is not None:
+            check_int(where, "chargeback_at", d["chargeback_at"], d["determined_at"], 10 * C.HORIZON)
+        check_choice(where, "twin_side", d["twin_side"], (None, "settle", "fail"))
+        if (d["twin_id"] is None) != (d["twin_side"] is None) or not isinstance(d["twin_id"], (str, type(None))):
+            raise CorpusError(f"{where}: twin_id and twin_side must both be set or both be null, got "
+                              f"{show(d['twin_id'])} and {show(d['twin_side'])}")
+    except CorpusError:
+        raise
+    except FinbenchError as e:
+        raise CorpusError(str(e)) from None
+    return Task(**d)
+
+
 def load_corpus(path: str | Path) -> Corpus:
-    """Read a corpus file written by `Corpus.save`, refusing one whose content
-    does not match the fingerprint it carries."""
+    """Read a corpus file written by `Corpus.save`, checking everything before trusting it.
+
+    Raises:
+        CorpusError: the file cannot be read or decoded; a line is not a JSON
+            object with exactly the task fields; a field has the wrong type or
+            range, or contradicts its archetype; task ids repeat; the task count,
+            the content fingerprint or the header digest do not match.
+    """
     path = Path(path)
     names = {f.name for f in fields(Task)}
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise CorpusError(f"{path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not a UTF-8 text file (byte {e.start}); not a corpus") from None
+    lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise CorpusError(f"{path}: empty file, expected a corpus header line")
-    try:
-        header = json.loads(lines[0])
-    except json.JSONDecodeError as e:
-        raise CorpusError(f"{path}:1: header is not JSON ({e.msg})") from None
-    if not isinstance(header, dict) or header.get("kind") != "finbench-corpus":
-        raise CorpusError(f"{path}:1: not a finbench corpus header")
-    tasks = []
-    for i, line in enumerate(lines[1:], start=2):
+
+    def parse(i: int, line: str):
         try:
-            d = json.loads(line)
+            return json.loads(line)
         except json.JSONDecodeError as e:
             raise CorpusError(f"{path}:{i}: not JSON ({e.msg})") from None
+        except (ValueError, RecursionError) as e:
+            raise CorpusError(f"{path}:{i}: not usable JSON ({type(e).__name__})") from None
+
+    header = parse(1, lines[0])
+    if not isinstance(header, dict) or header.get("kind") != "finbench-corpus":
+        raise CorpusError(f"{path}:1: not a finbench corpus header")
+    tasks, seen = [], {}
+    for i, line in enumerate(lines[1:], start=2):
+        d = parse(i, line)
         if not isinstance(d, dict) or set(d) != names:
             raise CorpusError(f"{path}:{i}: task fields differ from {sorted(names)}")
-        tasks.append(Task(**d))
+        task = validate_task(d, f"{path}:{i}")
+        if task.task_id in seen:
+            raise CorpusError(f"{path}:{i}: task id {task.task_id!r} repeats line {seen[task.task_id]}")
+        seen[task.task_id] = i
+        tasks.append(task)
+    n = header.get("n_tasks")
+    if n != len(tasks):
+        raise CorpusError(f"{path}: the header says n_tasks {show(n)}, the file holds {len(tasks)} tasks")
     corpus = Corpus(tuple(tasks), header.get("master_seed"))
     if corpus.fingerprint != header.get("fingerprint"):
         raise CorpusError(
             f"{path}: content fingerprint {corpus.fingerprint} does not match the header's "
-            f"{header.get('fingerprint')}: the file was edited or truncated; regenerate it"
+            f"{show(header.get('fingerprint'))}: the file was edited or truncated; regenerate it"
         )
+    if header.get("digest") != _file_digest(header, lines[1:]):
+        raise CorpusError(f"{path}: the header's digest does not match its fields and tasks (was the header "
+                          "edited, e.g. master_seed or n_tasks?); regenerate the file")
     return corpus
+
+
+_OUTCOMES = {a: ("settled",) for a in C.ARCHETYPES}
+_OUTCOMES["pending_fail"] = ("failed",)
+_OUTCOMES["unresolvable"] = ("settled", "failed")
 
 
 # --- generation ---------------------------------------------------------------
@@ -253,8 +340,8 @@ def make_corpus(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS
     Raises:
         ValueError: n_tasks is not a positive integer.
     """
-    if isinstance(n_tasks, bool) or not isinstance(n_tasks, int) or n_tasks < 1:
-        raise ValueError(f"n_tasks must be a positive integer (the paper's corpus has 321), got {n_tasks!r}")
+    master_seed = check_int("make_corpus", "master_seed", master_seed, 0)
+    n_tasks = check_int("make_corpus", "n_tasks", n_tasks, 1, MAX_TASKS)
     plan = _unit_plan(n_tasks)
     # shuffle so that order ids say nothing about the archetype
     perm = generator("corpus-order", master_seed).permutation(len(plan))
@@ -283,12 +370,15 @@ def make_task(archetype: str, *, determined_at: int | None = None, order_value: 
     Unspecified fields are drawn from the archetype's intervals with a stream
     keyed by (archetype, seed).
     """
-    if archetype not in C.ARCHETYPES:
-        raise ValueError(f"unknown archetype {archetype!r}; valid: {', '.join(C.ARCHETYPES)}")
-    if outcome not in (None, "settled", "failed"):
-        raise ValueError(f"outcome must be 'settled' or 'failed', got {outcome!r}")
-    if determined_at is not None and not (C.CAPTURE_AT < determined_at <= C.HORIZON):
-        raise ValueError(f"determined_at must be in ({C.CAPTURE_AT}, {C.HORIZON}], got {determined_at}")
+    check_choice("make_task", "archetype", archetype, C.ARCHETYPES)
+    if outcome is not None:
+        check_choice("make_task", f"outcome (of a {archetype} task)", outcome, _OUTCOMES[archetype])
+    if determined_at is not None:
+        lo, hi = C.DETERMINATION[archetype]
+        determined_at = check_int("make_task", f"determined_at (of a {archetype} task)", determined_at, lo, hi)
+    if order_value is not None:
+        order_value = check_real("make_task", "order_value", order_value, 0.0, MAX_VALUE, lo_open=True)
+    seed = check_int("make_task", "seed", seed, 0)
     draws = _draw_unit(generator("make-task", archetype, seed), archetype)
     if determined_at is not None:
         draws["determined_at"] = int(determined_at)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from finbench import constants as C
+from finbench.errors import check_int, check_real
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,14 @@ class Costs:
     step_budget: int = 40
     read_ticks: int = 1
     probe_ticks: int = 5
+
+    def __post_init__(self):
+        # checked at the door: a negative probe cost would run the clock backwards,
+        # a fractional budget would count calls in halves
+        for name, hi in (("cogs_rate", 1.0), ("dispute_fee", None), ("escalation_cost", None)):
+            object.__setattr__(self, name, check_real("Costs", name, getattr(self, name), 0.0, hi))
+        for name, hi in (("step_budget", 10_000), ("read_ticks", C.MAX_WAIT), ("probe_ticks", C.MAX_WAIT)):
+            object.__setattr__(self, name, check_int("Costs", name, getattr(self, name), 1, hi))
 
     def key(self) -> str:
         return repr(tuple(asdict(self).values()))

@@ -15,6 +15,7 @@ from functools import lru_cache
 from finbench import constants as C
 from finbench.corpus import Task
 from finbench.economics import Costs, Outcome, settle_case
+from finbench.errors import PolicyError, bad, check_int, show
 from finbench.faults import FaultProfile
 from finbench.tools import READS, TOOLS, tool_ticks, validate
 from finbench.trace import build_trace
@@ -116,10 +117,16 @@ class FinalityEnv:
 
     def __init__(self, task: Task, seed: int = 0, profile: FaultProfile | None = None,
                  costs: Costs | None = None, *, double_effect: bool = False):
+        if not isinstance(task, Task):
+            raise bad("FinalityEnv", "task", task, "a Task (make_task, or a corpus's tasks)")
         self.task = task
-        self.seed = int(seed)
+        self.seed = check_int("FinalityEnv", "seed", seed, 0)
         self.profile = profile if profile is not None else FaultProfile.default()
         self.costs = costs if costs is not None else Costs()
+        if not isinstance(self.profile, FaultProfile):
+            raise bad("FinalityEnv", "profile", profile, "a FaultProfile")
+        if not isinstance(self.costs, Costs):
+            raise bad("FinalityEnv", "costs", costs, "a Costs")
         self.double_effect = double_effect  # logger self-test: a replayed key silently charges again
         self.world: World | None = None
         self.now = C.HANDOVER
@@ -491,10 +498,33 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
         if close is not None:
             close()
         return env
+    step = 0
     while not env.done:
-        tool, args = policy.act(obs)
-        obs = env.step(tool, **(args or {}))
+        step += 1
+        try:
+            answer = policy.act(obs)
+        except Exception as exc:
+            exc.add_note(f"raised by policy {_policy_name(policy)!r}.act at step {step} (t={env.now})")
+            raise
+        tool, args = _checked_answer(policy, answer, step, env.now)
+        obs = env.step(tool, **args)
     return env
+
+
+def _policy_name(policy) -> str:
+    name = getattr(policy, "name", None)
+    return name if isinstance(name, str) else type(policy).__name__
+
+
+def _checked_answer(policy, answer, step: int, now: int) -> tuple[str, dict]:
+    """`(tool, args)` from what a policy's `act` returned, or an error naming the policy and step."""
+    if isinstance(answer, (tuple, list)) and len(answer) == 2 and (answer[1] is None or isinstance(answer[1], dict)):
+        tool, args = answer
+        if all(isinstance(k, str) for k in (args or {})):
+            return tool, dict(args or {})
+    raise PolicyError(f"policy {_policy_name(policy)!r} at step {step} (t={now}): act(observation) must return "
+                      f"(tool, args), a tool name and a dict of arguments such as ('wait', {{'order_id': ..., "
+                      f"'ticks': 30}}); it returned {show(answer)}")
 
 
 @contextmanager
@@ -551,11 +581,23 @@ def reference_position(task: Task, costs: Costs) -> float:
 
 def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None = None,
                 costs: Costs | None = None) -> EpisodeResult:
-    """Play one episode with a policy object or a policy name and grade it."""
-    from finbench.policies import get_policy
+    """Play one episode and grade it.
 
-    if isinstance(policy, str):
-        policy = get_policy(policy)
+    Args:
+        policy: a policy object, or any policy reference `evaluate` takes (a name, a
+            label with knobs such as "sop[patience=60]", a `(name, knobs)` pair, a
+            class or a factory); a reference makes a fresh policy.
+
+    Raises:
+        PolicyError: an unknown policy, or a policy whose `act` returns something
+            other than `(tool, args)`.
+    """
+    label = None
+    if not (hasattr(policy, "act") and hasattr(policy, "begin")):
+        from finbench.policy_refs import as_ref
+
+        ref = as_ref(policy)
+        policy, label = ref.make(), ref.label
     env = FinalityEnv(task, seed, profile, costs)
     play(env, policy)
-    return env.result(getattr(policy, "name", type(policy).__name__))
+    return env.result(label or _policy_name(policy))

@@ -20,6 +20,10 @@ class FinbenchError(ValueError, TypeError):
     """Input the public API refuses; the message names the parameter, the value and what is allowed."""
 
 
+class PolicyError(FinbenchError):
+    """A policy that cannot be used: unknown name or knob, colliding label, a bad object or a bad answer."""
+
+
 def show(value: object) -> str:
     """A short, safe rendering of any value (a 10,000-digit integer is not printed whole)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from finbench import constants as C
+from finbench.errors import FinbenchError, bad, check_real, show
 from finbench.rng import Keyed
 
 
@@ -22,14 +23,16 @@ class FaultProfile:
     families: frozenset = field(default_factory=lambda: frozenset(C.FAMILIES))
 
     def __post_init__(self):
-        fams = frozenset(self.families)
-        _check(fams)
+        if isinstance(self.families, (str, bytes)) or not hasattr(self.families, "__iter__"):
+            raise bad("FaultProfile", "families", self.families,
+                      "a collection of family names, e.g. {'loss', 'delay'} (FaultProfile.only('loss') for one)")
+        fams = frozenset(_check(self.families))
         object.__setattr__(self, "families", fams)
-        if not 0.0 <= float(self.intensity) <= 1.0:
-            raise ValueError(f"intensity must be in [0, 1], got {self.intensity!r}")
+        object.__setattr__(self, "intensity", check_real("FaultProfile", "intensity", self.intensity, 0.0, 1.0))
 
     @classmethod
     def default(cls, intensity: float = C.DEFAULT_INTENSITY) -> FaultProfile:
+        """All six families at `intensity` (SPEC's default: 0.30)."""
         return cls(intensity, frozenset(C.FAMILIES))
 
     @classmethod
@@ -68,10 +71,14 @@ class FaultProfile:
         return f"{self.intensity!r}|" + ",".join(sorted(self.families))
 
 
-def _check(families) -> None:
-    bad = sorted(str(f) for f in families if f not in C.FAMILIES)
-    if bad:
-        raise ValueError(f"unknown fault family {bad[0]!r}; valid families: {', '.join(C.FAMILIES)}")
+def _check(families) -> list[str]:
+    """The names, each checked: a string naming one of the six families."""
+    names = list(families)
+    for f in sorted(names, key=str):  # sorted: the error names the same family under any hash seed
+        if not isinstance(f, str) or f not in C.FAMILIES:
+            raise FinbenchError(f"FaultProfile: unknown fault family {show(f)}; valid families: "
+                                f"{', '.join(C.FAMILIES)}")
+    return names
 
 
 class Delivery:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any
 
+from finbench.errors import FinbenchError, show
+
 __all__ = [
     "CHECKS",
     "MONEY_TOL",
@@ -46,6 +48,11 @@ CHECKS: tuple[str, ...] = (
     "evidence_complete",
 )
 
+#: The largest seq and amount the grader accepts (a 64-bit counter; far beyond any
+#: payment). Larger numbers are malformed, not slow: grading stays linear in the trace.
+MAX_SEQ = 2**63 - 1
+MAX_MONEY = 1e15
+
 #: Two amounts within half a cent are the same amount: traces carry money as
 #: JSON floats, so 0.1 + 0.2 must equal 0.3, but 49.99 must not equal 50.
 MONEY_TOL = 0.005
@@ -58,7 +65,7 @@ _META_KINDS = frozenset({"log_meta", "summary"})
 _MAX_LISTED = 3
 
 
-class TraceError(ValueError):
+class TraceError(FinbenchError):
     """A ``.jsonl`` trace that cannot be read as records.
 
     Attributes:
@@ -90,12 +97,15 @@ class Contract:
     allow_reversal: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.order, str):
-            raise TypeError(f"Contract.order must be a string, got {self.order!r}")
+        if not isinstance(self.order, str) or not self.order:
+            raise FinbenchError(f"Contract: order must be a non-empty string, got {show(self.order)}")
         if not isinstance(self.op, str) or not self.op:
-            raise TypeError(f"Contract.op must be a non-empty string, got {self.op!r}")
+            raise FinbenchError(f"Contract: op must be a non-empty string, got {show(self.op)}")
         if not _is_money(self.amount):
-            raise TypeError(f"Contract.amount must be a finite number, got {self.amount!r}")
+            raise FinbenchError(f"Contract: amount must be a finite number below {MAX_MONEY:g}, "
+                                f"got {show(self.amount)}")
+        if not isinstance(self.allow_reversal, bool):
+            raise FinbenchError(f"Contract: allow_reversal must be True or False, got {show(self.allow_reversal)}")
 
 
 @dataclass(frozen=True)
@@ -176,12 +186,16 @@ _Event = _Authorize | _Effect | _Reverse | _Other
 
 
 def _is_int(x: object) -> bool:
-    # bool is an int subclass; True is not a sequence number.
-    return isinstance(x, int) and not isinstance(x, bool)
+    # bool is an int subclass; True is not a sequence number. A seq beyond 64 bits is
+    # no logger's counter, and refusing it keeps every step below linear in the trace.
+    return isinstance(x, int) and not isinstance(x, bool) and -MAX_SEQ <= x <= MAX_SEQ
 
 
 def _is_money(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    # an int too large for a float is not money (math.isfinite would overflow on it)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return abs(x) <= MAX_MONEY if isinstance(x, int) else math.isfinite(x) and abs(x) <= MAX_MONEY
 
 
 def _same_money(a: float, b: float) -> bool:
@@ -269,7 +283,7 @@ def _read_records(records: object) -> tuple[list[_Event], list[str], list[str]]:
             # A seq-less record of an unknown kind is commentary, not an event.
             continue
         if not _is_int(seq):
-            gaps.append(f"{where} ({kind}) has a non-integer seq {seq!r}")
+            gaps.append(f"{where} ({kind}) has a seq that is not an integer within 64 bits: {show(seq)}")
             continue
         event = _parse_event(rec, kind, seq)
         if isinstance(event, str):
@@ -294,7 +308,7 @@ def _read_records(records: object) -> tuple[list[_Event], list[str], list[str]]:
     top = max((event.seq for event in events), default=0)
     for last in last_seqs:
         if not _is_int(last):
-            meta.append(f"log_meta last_seq {last!r} is not an integer")
+            meta.append(f"log_meta last_seq {show(last)} is not an integer within 64 bits")
         elif last != top:
             meta.append(f"log_meta says the last seq is {last}, but the trace ends at {top}")
     return events, gaps, meta
@@ -310,9 +324,19 @@ def _seq_problems(events: list[_Event]) -> list[str]:
     if dups:
         # Two records under one number leave their order undecided.
         problems.append(f"duplicate seq {_listed(dups)}")
-    missing = sorted(set(range(1, max(seqs) + 1)) - counts.keys())
-    if missing:
-        problems.append(f"seq gap: missing {_listed(missing)}")
+    # walk the distinct seqs in order: linear in the trace, whatever numbers it holds
+    missing: list[int] = []
+    n_missing, expect = 0, 1
+    for s in sorted(counts):
+        if s > expect:
+            n_missing += s - expect
+            room = _MAX_LISTED - len(missing)
+            if room > 0:
+                missing.extend(range(expect, min(s, expect + room)))
+        expect = max(expect, s + 1)
+    if n_missing:
+        more = n_missing - len(missing)
+        problems.append("seq gap: missing " + ", ".join(map(str, missing)) + (f" (+{more} more)" if more else ""))
     below = sorted(s for s in counts if s < 1)
     if below:
         problems.append(f"seq below 1: {_listed(below)}")
@@ -570,13 +594,13 @@ def load_trace(path: str | PathLike[str]) -> list[dict[str, Any]]:
             if "kind" not in rec:
                 raise TraceError(lineno, "record has no 'kind'")
             if not isinstance(rec["kind"], str):
-                raise TraceError(lineno, f"'kind' must be a string, got {rec['kind']!r}")
+                raise TraceError(lineno, f"'kind' must be a string, got {show(rec['kind'])}")
             if "amount" in rec and not _is_money(rec["amount"]):
-                raise TraceError(lineno, f"'amount' must be a number, got {rec['amount']!r}")
+                raise TraceError(lineno, f"'amount' must be a number below {MAX_MONEY:g}, got {show(rec['amount'])}")
             if "seq" in rec:
                 seq = rec["seq"]
                 if not _is_int(seq):
-                    raise TraceError(lineno, f"'seq' must be an integer, got {seq!r}")
+                    raise TraceError(lineno, f"'seq' must be an integer within 64 bits, got {show(seq)}")
                 if seq in seq_lines:
                     raise TraceError(lineno, f"duplicate seq {seq} (first on line {seq_lines[seq]})")
                 seq_lines[seq] = lineno

@@ -376,14 +376,11 @@ UNGATED = ("random", "optimistic", "eager", "majority_vote", "sop", "react", "re
 
 
 def get_policy(name: str, **knobs) -> Policy:
-    """A fresh policy by name, with optional knobs.
+    """A fresh policy by name (SPEC's nine or a registered one), with optional knobs.
 
     Raises:
-        ValueError: unknown name, or a knob the policy does not take.
+        PolicyError: unknown name, or a knob the policy does not take.
     """
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; valid: {', '.join(POLICIES)}")
-    try:
-        return POLICIES[name](**knobs)
-    except TypeError:
-        raise ValueError(f"policy {name!r} does not take knob(s) {sorted(knobs)}") from None
+    from finbench.policy_refs import make_policy
+
+    return make_policy(name, **knobs)

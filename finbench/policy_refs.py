@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from finbench.errors import FinbenchError
+from finbench.errors import PolicyError
 from finbench.policies import POLICIES
 
 DEFAULT_POLICIES: tuple[str, ...] = tuple(POLICIES)
@@ -31,10 +31,6 @@ REGISTRY: dict[str, Callable[..., Any]] = dict(POLICIES)
 """Every policy name a reference may use: the nine plus whatever is registered."""
 
 _LABEL = re.compile(r"^(?P<name>[A-Za-z_][\w.-]*)(?:\[(?P<knobs>[^\[\]]*)\])?$")
-
-
-class PolicyError(FinbenchError):
-    """A policy reference that cannot be used: unknown name or knob, a colliding label, a bad object."""
 
 
 def register_policy(name: str, factory: Callable[..., Any], *, replace: bool = False) -> None:

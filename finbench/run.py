@@ -29,6 +29,7 @@ from typing import Any, Callable
 from finbench import constants as C
 from finbench.corpus import Corpus, make_corpus
 from finbench.economics import Costs
+from finbench.errors import check_int
 from finbench.faults import FaultProfile
 from finbench.policy_refs import DEFAULT_POLICIES, PolicyRef, resolve_policies
 
@@ -81,16 +82,13 @@ class Run:
     progress: bool = field(default=False, compare=False)
 
     def __post_init__(self):
-        if not isinstance(self.corpus, Corpus):
-            raise TypeError(f"Run.corpus must be a Corpus (make_corpus, load_corpus), got {type(self.corpus).__name__}")
-        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
-        if not self.seeds:
-            raise ValueError("Run.seeds is empty")
+        from finbench.runner import check_inputs
+
+        profile, costs, seeds = check_inputs("Run", self.corpus, self.seeds, self.profile, self.costs)
+        object.__setattr__(self, "seeds", tuple(seeds))
         object.__setattr__(self, "policies", resolve_policies(self.policies))
-        if not isinstance(self.profile, FaultProfile):
-            raise TypeError(f"Run.profile must be a FaultProfile, got {self.profile!r}")
-        if not isinstance(self.costs, Costs):
-            raise TypeError(f"Run.costs must be a Costs, got {self.costs!r}")
+        object.__setattr__(self, "n_boot", check_int("Run", "n_boot", self.n_boot, 1, 1_000_000))
+        object.__setattr__(self, "boot_seed", check_int("Run", "boot_seed", self.boot_seed, 0))
 
     @classmethod
     def make(cls, master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS, **kw) -> Run:

@@ -82,7 +82,7 @@ def test_malformed_trace_exits_3_naming_the_line(tmp_path: Path) -> None:
     proc = run("grade", path, *POST_ARGS)
     assert proc.returncode == 3
     assert proc.stdout == ""
-    assert proc.stderr.strip() == f"{path}: line 3: 'amount' must be a number, got '50'"
+    assert proc.stderr.strip() == f"{path}: line 3: 'amount' must be a number below 1e+15, got '50'"
 
 
 @pytest.mark.parametrize(

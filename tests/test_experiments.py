@@ -159,8 +159,10 @@ def test_run_stamps_itself():
 
 
 def test_run_rejects_what_is_not_a_run():
-    with pytest.raises(TypeError, match="Corpus"):
+    with pytest.raises(fb.FinbenchError, match="Run: corpus must be a Corpus"):
         fb.Run("corpus")
+    with pytest.raises(fb.FinbenchError, match="Run: n_boot must be an integer"):
+        fb.Run(SMALL, n_boot=0)
     with pytest.raises(PolicyError):
         fb.Run(SMALL, policies=["sop", "sop"])
 

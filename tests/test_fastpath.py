@@ -14,6 +14,7 @@ import pytest
 
 import finbench as fb
 from finbench import constants as C
+from finbench.bench import Public  # a built-in policy wrapped as a user's agent would be
 from finbench.env import EpisodeResult, FinalityEnv, batch_mode, play, reference_position, trusted
 from finbench.grading import CHECKS, grade_trace
 from finbench.policies import SOP, Policy, Routine
@@ -40,27 +41,9 @@ VARIANTS = [(name, {}) for name in fb.POLICIES] + [
 ]
 
 
-class Untrusted:
-    """A user's wrapper around a built-in policy: the same decisions, played through `step`."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.privileged = inner.privileged
-        self.name = inner.name
-
-    def begin(self, brief, resolution=None):
-        if self.privileged:
-            self.inner.begin(brief, resolution)
-        else:
-            self.inner.begin(brief)
-
-    def act(self, obs):
-        return self.inner.act(obs)
-
-
 def _both(task, name, knobs, seed, profile):
     fast = play(FinalityEnv(task, seed, profile), fb.get_policy(name, **knobs))
-    slow = play(FinalityEnv(task, seed, profile), Untrusted(fb.get_policy(name, **knobs)))
+    slow = play(FinalityEnv(task, seed, profile), Public(fb.get_policy(name, **knobs)))
     return fast, slow
 
 
@@ -103,7 +86,7 @@ def test_only_the_built_in_classes_are_trusted():
         def act(self, obs):
             return self.call("close")
 
-    for policy in (Mine(), MyRoutine(), MySOP(), Claims(), Untrusted(fb.get_policy("sop"))):
+    for policy in (Mine(), MyRoutine(), MySOP(), Claims(), Public(fb.get_policy("sop"))):
         assert not trusted(policy), type(policy).__name__
 
 
@@ -295,7 +278,7 @@ def test_grade_episode_is_the_graders_verdict():
             for name in fb.POLICIES:
                 traces.append((task, fb.run_episode(task, name, seed).trace))
         env = FinalityEnv(task, 0, double_effect=True)  # a replayed key charges again
-        play(env, Untrusted(fb.get_policy("finality_gate")))
+        play(env, Public(fb.get_policy("finality_gate")))
         traces.append((task, env.result("double").trace))
     random_twice = [(t, tr) for t, tr in traces if _direct_grade(t, tr)["capture_effects"] >= 2]
     assert random_twice, "the sample should hold traces that capture twice"
@@ -353,5 +336,5 @@ def test_batch_mode_pauses_the_collector_and_leaves_no_garbage():
 
 def test_reference_position_is_unchanged_by_the_fast_path():
     for task in TASKS:
-        env = play(FinalityEnv(task, 0, fb.FaultProfile.none()), Untrusted(fb.get_policy("finality_oracle")))
+        env = play(FinalityEnv(task, 0, fb.FaultProfile.none()), Public(fb.get_policy("finality_oracle")))
         assert reference_position(task, fb.Costs()) == env.outcome().position
