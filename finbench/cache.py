@@ -5,7 +5,9 @@ file would run on the next `evaluate` and on every `make reproduce` after it.
 A JSON file holds data only: column name -> list of values, floats written
 with `repr` so they read back bit-for-bit.
 
-A file is trusted only if everything it says matches what was asked: the
+A file is two lines: a JSON header, then the columns as JSON; the header's
+SHA-256 is of the second line's bytes. A file is trusted only if everything it
+says matches what was asked: the
 cache key (which covers the engine version, a digest of the package's own
 source, the corpus, the chunk's task ids, the policy's cache identity, seeds,
 profile and costs), the policy label, the task ids, the seeds, the row count
@@ -25,7 +27,7 @@ from finbench import constants as C
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = ROOT / "data" / "cache"
-FORMAT = "finbench-episodes/1"
+FORMAT = "finbench-episodes/2"
 
 # modules that only present results: editing them cannot change an episode row
 _PRESENTATION = {"plotting.py", "reporting.py", "publish.py", "claims.py", "pipeline.py", "bench.py",
@@ -66,19 +68,20 @@ def chunk_path(cache_dir: Path, label: str, key: str) -> Path:
     return Path(cache_dir) / slug / f"{key}.json"
 
 
-def _digest(columns: dict) -> str:
-    text = json.dumps(columns, sort_keys=True, separators=(",", ":"), allow_nan=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+def _digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
 
 
 def save_chunk(path: Path, key: str, label: str, task_ids, seeds, columns: dict) -> None:
-    """Write atomically: a unique temporary name per writer, then rename."""
+    """Two lines: a header (what the file is for, with the SHA-256 of the second line) and
+    the columns. Written atomically: a unique temporary name per writer, then rename."""
+    body = json.dumps(columns, separators=(",", ":"), allow_nan=True).encode()
     n = len(next(iter(columns.values()))) if columns else 0
-    doc = {"format": FORMAT, "key": key, "label": label, "task_ids": list(task_ids), "seeds": list(seeds),
-           "rows": n, "sha256": _digest(columns), "columns": columns}
+    head = {"format": FORMAT, "key": key, "label": label, "task_ids": list(task_ids), "seeds": list(seeds),
+            "rows": n, "sha256": _digest(body)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{id(doc):x}.tmp")
-    tmp.write_text(json.dumps(doc, separators=(",", ":"), allow_nan=True))
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{id(head):x}.tmp")
+    tmp.write_bytes(json.dumps(head).encode() + b"\n" + body)
     os.replace(tmp, path)
 
 
@@ -87,25 +90,30 @@ def load_chunk(path: Path, key: str, label: str, task_ids, seeds) -> tuple[dict 
     if not path.exists():
         return None, None
     try:
-        doc = json.loads(path.read_text())
+        raw = path.read_bytes()
+        first, sep, body = raw.partition(b"\n")
+        head = json.loads(first) if sep else None
     except (OSError, ValueError, RecursionError) as e:
         return None, f"unreadable ({type(e).__name__})"
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
         return None, "not an episode cache file"
-    if doc.get("label") != label:
-        return None, f"written for policy {doc.get('label')!r}"
-    if doc.get("key") != key:
+    if head.get("label") != label:
+        return None, f"written for policy {head.get('label')!r}"
+    if head.get("key") != key:
         return None, "written for another request (key differs)"
-    cols = doc.get("columns")
+    if head.get("task_ids") != list(task_ids) or head.get("seeds") != list(seeds):
+        return None, "task ids or seeds differ"
+    if _digest(body) != head.get("sha256"):  # checked on the bytes, before parsing them
+        return None, "content does not match its digest"
+    try:
+        cols = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        return None, f"columns unreadable ({type(e).__name__})"
     if not isinstance(cols, dict) or not cols or not all(isinstance(v, list) for v in cols.values()):
         return None, "columns malformed"
     n = len(task_ids) * len(seeds)
-    if doc.get("rows") != n or any(len(v) != n for v in cols.values()):
-        return None, f"holds {doc.get('rows')} rows, expected {n}"
-    if doc.get("task_ids") != list(task_ids) or doc.get("seeds") != list(seeds):
-        return None, "task ids or seeds differ"
-    if _digest(cols) != doc.get("sha256"):
-        return None, "content does not match its digest"
+    if head.get("rows") != n or any(len(v) != n for v in cols.values()):
+        return None, f"holds {head.get('rows')} rows, expected {n}"
     if set(cols.get("policy", ())) != {label}:
         return None, "rows of another policy"
     if sorted(set(cols.get("task_id", ()))) != sorted(task_ids) or set(cols.get("seed", ())) != set(seeds):

@@ -28,6 +28,10 @@ DOLLAR_REL_TOL = 0.25
 """Relative, for dollar figures the paper gives without an interval: a quarter of
 the value, narrower than the paper's interval for the gate's mean gap (about -48%/+54%)."""
 
+REL_TOL = DOLLAR_REL_TOL
+"""Relative, for any other level the paper gives without an interval (firings per
+episode): the same quarter of the value, for the same reason."""
+
 
 @dataclass(frozen=True)
 class Claim:

@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass, fields
+from functools import cached_property
 from pathlib import Path
 
 from finbench import constants as C
@@ -92,11 +93,12 @@ class Corpus:
     tasks: tuple[Task, ...]
     master_seed: int | None = None
 
-    @property
+    # cached: the tasks are frozen, and the fingerprint keys every cache lookup
+    @cached_property
     def fingerprint(self) -> str:
         return fingerprint_of(self.tasks)
 
-    @property
+    @cached_property
     def units(self) -> tuple[tuple[str, ...], ...]:
         """Tuples of task ids, one per independent unit (a twin pair is one unit)."""
         groups: dict[str, list[str]] = {}
@@ -104,7 +106,7 @@ class Corpus:
             groups.setdefault(t.unit, []).append(t.task_id)
         return tuple(tuple(g) for g in groups.values())
 
-    @property
+    @cached_property
     def twin_pairs(self) -> tuple[tuple[Task, Task], ...]:
         by: dict[str, dict[str, Task]] = {}
         for t in self.tasks:

@@ -208,16 +208,27 @@ class MajorityVote(Routine):
 # --- 5. SOP -----------------------------------------------------------------------------
 
 class SOP(Routine):
-    """A rule-based procedure: poll the processor; after `patience`, decide from the bank."""
+    """A rule-based procedure: poll the processor; after `patience`, fall back.
+
+    The paper never says what the procedure does when its patience runs out;
+    SPEC says it reads the bank (`fallback="bank"`: a credit line -> ship, else
+    refund). `fallback="refund"` refunds without reading anything, so the
+    ablation can show which conclusions depend on that unstated choice.
+    """
 
     name = "sop"
     trusted = True
+    FALLBACKS = ("bank", "refund")
 
-    def __init__(self, poll_interval: int = 30, patience: int = 180):
-        if int(poll_interval) < 1 or int(patience) < 0:
-            raise ValueError("poll_interval must be >= 1 and patience >= 0")
-        self.poll_interval = int(poll_interval)
-        self.patience = int(patience)
+    def __init__(self, poll_interval: int = 30, patience: int = 180, fallback: str = "bank"):
+        from finbench.errors import PolicyError, check_choice, check_int
+
+        try:
+            self.poll_interval = check_int("sop", "poll_interval", poll_interval, 1, C.MAX_WAIT)
+            self.patience = check_int("sop", "patience", patience, 0, C.HORIZON)
+            self.fallback = check_choice("sop", "fallback", fallback, self.FALLBACKS)
+        except ValueError as e:
+            raise PolicyError(str(e)) from None
 
     def run(self):
         start = self.now
@@ -232,6 +243,9 @@ class SOP(Routine):
                 return
             out_of_time = self.now + self.poll_interval + 3 > C.SHIP_BY or self.calls_left <= 3
             if self.now - start >= self.patience or out_of_time:
+                if self.fallback == "refund":
+                    yield self.call("refund")
+                    return
                 bank = yield self.call("read_bank")
                 lines = (bank.get("result") or {}).get("lines") or []
                 yield self.call("ship" if any(ln["type"] == "credit" for ln in lines) else "refund")

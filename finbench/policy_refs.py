@@ -95,6 +95,8 @@ def make_policy(name: str, **knobs) -> Any:
         raise PolicyError(f"unknown policy {name!r}; valid: {', '.join(REGISTRY)}")
     try:
         return REGISTRY[name](**knobs)
+    except PolicyError:
+        raise
     except TypeError as e:
         raise PolicyError(f"policy {name!r} does not take knob(s) {sorted(knobs)} ({e})") from None
 

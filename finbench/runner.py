@@ -32,13 +32,15 @@ COLUMNS = (
     "task_id", "archetype", "unit", "twin_side", "policy", "seed", "position", "reference_position", "gap",
     "exact", "premature_irreversible", "n_calls", "end_t", "disposition", "probe_calls", "wait_calls",
     "unrelated_effects", "cash", "cogs", "liability", "dispute_fee", "escalation", "unrelated",
-    *(f"fired_{f}" for f in C.FAMILIES), "retry_at", "verdict", "capture_effects",
+    *(f"fired_{f}" for f in C.FAMILIES), "retry_at", "calls", "verdict", "capture_effects",
     "check_auth_precedes_effect", "check_targets_intended", "check_exactly_one_effect",
     "check_retry_idempotent", "check_unrelated_unchanged", "check_evidence_complete",
 )
 """Every episode row's columns, in order. `retry_at` lists the ticks of fresh-key
 captures (';'-joined), which with `disposition`, `end_t` and `unrelated_effects`
-is all that pricing needs (`finbench.pricing`)."""
+is all that pricing needs (`finbench.pricing`). `calls` is the episode's action
+sequence, one `tool[@other][:args]` a call, ';'-joined: two episodes decided
+alike exactly when their `calls` are equal (the ablation compares them)."""
 
 
 class CacheWarning(UserWarning):
@@ -62,8 +64,18 @@ def _episode(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Cost
         lb["liability"], lb["dispute_fee"], lb["escalation"], lb["unrelated"],
         *(fired[f] for f in C.FAMILIES),
         ";".join(str(c.submitted_at) for c in env.world.captures[1:]),
+        _calls(env.actions, task.order_id),
         *(graded[c] for c in _GRADED),
     )
+
+
+def _calls(actions, order_id: str) -> str:
+    out = []
+    for _, tool, args, _ in actions:
+        extra = ",".join(str(v) for k, v in args.items() if k != "order_id")
+        where = "" if args.get("order_id") == order_id else "@other"
+        out.append(f"{tool}{where}:{extra}" if extra else tool + where)
+    return ";".join(out)
 
 
 def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs) -> list[dict]:

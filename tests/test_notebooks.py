@@ -21,6 +21,12 @@ NOTEBOOKS = {
                                 "tables/table3_gap.csv", "tables/claims_headline.csv", "tables/claims_headline.md",
                                 "figures/figure1.png", "figures/figure1.pdf", "figures/figure1_passk.png",
                                 "figures/figure1_passk.pdf"]),
+    "02_twins": (SMALL_RUN, ["tables/table4.csv", "tables/table4.md", "tables/claims_twins.csv",
+                             "tables/claims_twins.md", "figures/figure2.png", "figures/figure2.pdf"]),
+    "04_ablation": (SMALL_RUN, ["tables/table6.csv", "tables/table6.md", "tables/table6_firings.csv",
+                                "tables/table6_families.csv", "tables/table6_families.md", "tables/interaction.csv",
+                                "tables/interaction.md", "tables/claims_ablation.csv", "figures/figure3.png",
+                                "figures/figure3.pdf"]),
     "08_effects": ({k: v for k, v in SMALL_RUN.items() if k != "n_boot"}, ["tables/effects.csv", "tables/effects.md", "data/traces/episode_example.jsonl"]),
 }
 
@@ -124,5 +130,39 @@ def test_08_effects_content(executed):
 def test_notebooks_share_one_session_cache(executed):
     executed("01_headline"), executed("08_effects")
     files = list(executed.cache.rglob("*.json"))
-    assert files and {f.parent.name for f in files} == set(fb.POLICIES)
-    assert len(files) == 2 * len(fb.POLICIES)  # 30 tasks = 2 chunks per policy, written once, shared
+    assert set(fb.POLICIES) <= {f.parent.name for f in files}
+    # the default-profile run of 01 and 08 is one set of files: 30 tasks = 2 chunks per policy
+    from finbench import cache as K
+    from finbench.run import Run
+
+    run = Run.make(n_tasks=30, seeds=range(2))
+    chunks = [[t.task_id for t in run.corpus.tasks[i:i + 24]] for i in (0, 24)]
+    for ref in run.policies:
+        for ids in chunks:
+            key = K.chunk_key(run.corpus.fingerprint, ids, ref.cache_id, run.seeds, run.profile, run.costs)
+            assert K.chunk_path(executed.cache, ref.label, key).exists()
+
+
+def test_04_ablation_content(executed):
+    out = executed("04_ablation")
+    t6 = read_table(out / "tables" / "table6.csv")
+    assert t6.arm.nunique() == 15 and (t6.episodes == 30 * 2).all()
+    gate = t6[t6.policy == "finality_gate"]
+    assert gate.mean_gap.nunique() == 1  # fault-invariant in every arm
+    inter = read_table(out / "tables" / "interaction.csv").set_index("policy")
+    assert "sop[fallback=refund]" in inter.index
+    claims = read_table(out / "tables" / "claims_ablation.csv").set_index("id")
+    assert claims.loc["sop_interaction", "ours"] == pytest.approx(inter.loc["sop", "interaction"])
+
+
+def test_02_twins_content(executed):
+    out = executed("02_twins")
+    t4 = read_table(out / "tables" / "table4.csv").set_index("policy")
+    assert list(t4.index) == list(fb.POLICIES)
+    assert (t4.n_pairs == len(fb.make_corpus(n_tasks=30).twin_pairs)).all()
+    assert t4.loc["finality_oracle", "paired_loss"] == 0.0 and t4.loc["finality_gate", "premature_pct"] == 0.0
+    md = (out / "tables" / "table4.md").read_text()
+    assert f"disagree in {int(t4.rank_differs.sum())} of 9 places" in md and "Claims of the paper" in md
+    claims = read_table(out / "tables" / "claims_twins.csv").set_index("id")
+    assert claims.index.is_unique and set(claims.verdict) <= {"reproduced", "same direction", "differs", "not run"}
+    assert claims.loc["optimistic_paired_loss", "ours"] == pytest.approx(t4.loc["optimistic", "paired_loss"])

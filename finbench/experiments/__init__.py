@@ -6,5 +6,7 @@ and `publish`. An experiment module never imports another: what two share
 lives a layer down (`metrics`, `policy_refs`, `plotting`, `claims`).
 
 - `headline`: Table II, Table III (+ gap by archetype), Figure 1.
+- `twins`: Table IV and Figure 2, twin pairs and the two rankings.
+- `ablation`: Table VI, Figure 3, what each fault family changes, the 2x2 of loss and delay.
 - `effects`: the effect-level checks per policy.
 """

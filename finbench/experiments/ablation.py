@@ -1,0 +1,315 @@
+"""The fault ablation: Table VI, Figure 3, what each family changes, and the 2x2 of loss and delay (SPEC §10).
+
+Notebook `04_ablation`:
+
+    run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), policies=ablation.POLICIES, ...)
+    df = ablation.episodes(run)          # every arm, one sweep: the same tasks and seeds in each
+    t6 = ablation.table6(df, run)
+
+Arms: all, none, `only(f)` and `without(f)` for each of the six families (14),
+and loss+delay for the 2x2. Every arm runs the same tasks and seeds, and fault
+draws are keyed per family, so a difference between two arms of one episode is
+what the families that differ did to it. Besides SPEC's nine, every arm runs
+`sop[fallback=refund]`: the paper never says what its procedure does when its
+patience runs out, and the 2x2 shows whether its conclusion depends on that.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from finbench import constants as C
+from finbench import metrics as M
+from finbench.claims import REL_TOL, claims_notes, numeric, qualitative
+from finbench.faults import FaultProfile
+from finbench.policies import UNGATED
+from finbench.policy_refs import DEFAULT_POLICIES, policy_order
+from finbench.run import sweep
+
+NAME = "ablation"
+GATE = "finality_gate"
+SOP_REFUND = "sop[fallback=refund]"
+POLICIES = (*DEFAULT_POLICIES, SOP_REFUND)
+"""SPEC's nine and the procedure with the other fallback."""
+FAMILIES = C.FAMILIES
+KEYS = ["policy", "task_id", "seed"]
+
+
+def arms() -> dict[str, FaultProfile]:
+    """Arm name -> fault profile, in the order the tables show them."""
+    profiles = [FaultProfile.default(), FaultProfile.none()]
+    profiles += [FaultProfile.only(f) for f in FAMILIES]
+    profiles += [FaultProfile.without(f) for f in FAMILIES]
+    profiles += [FaultProfile.only("loss", "delay")]
+    return {p.name: p for p in profiles}
+
+
+ALL, NONE = "all", "none"
+LOSS, DELAY, BOTH = "only:loss", "only:delay", FaultProfile.only("loss", "delay").name
+
+
+def episodes(run) -> pd.DataFrame:
+    """Every arm's episodes under `run` (its profile replaced), with an `arm` column first."""
+    return sweep(run, {"profile": list(arms().values())}).rename(columns={"profile": "arm"})
+
+
+def _wide(df: pd.DataFrame, value: str) -> pd.DataFrame:
+    """One row per episode (policy, task, seed) with `unit` and one column of `value` per arm."""
+    wide = df.set_index([*KEYS, "arm"])[value].unstack("arm")
+    units = df.drop_duplicates(KEYS).set_index(KEYS)["unit"]
+    return wide.join(units)
+
+
+def _ci(frame: pd.DataFrame, values: pd.Series, order, run) -> pd.DataFrame:
+    """Mean of per-episode `values` per policy, with a unit-bootstrap interval (shared resamples)."""
+    rows = frame[["unit"]].assign(value=values.astype(float)).reset_index()
+    return M.bootstrap_ci(rows, "value", order, run.n_boot, run.boot_seed)
+
+
+def _check_same_episodes(df: pd.DataFrame) -> None:
+    """Every arm must hold the same (policy, task, seed) episodes: the comparison is paired."""
+    sizes = df.groupby("arm").size()
+    if sizes.nunique() != 1 or df.duplicated([*KEYS, "arm"]).any():
+        raise ValueError(f"arms hold different episodes: {sizes.to_dict()}")
+
+
+def table6(df: pd.DataFrame, run) -> pd.DataFrame:
+    """Mean gap per arm and policy with its interval (long form: arm, policy, episodes, mean_gap, gap_lo, gap_hi)."""
+    _check_same_episodes(df)
+    order = policy_order(df["policy"])
+    out = []
+    for arm in arms():
+        d = df[df["arm"] == arm]
+        ci = M.bootstrap_ci(d, "gap", order, run.n_boot, run.boot_seed)
+        n = d.groupby("policy").size().reindex(order)
+        out.append(pd.DataFrame({"arm": arm, "policy": order, "episodes": n.to_numpy(),
+                                 "mean_gap": ci["estimate"].to_numpy(), "gap_lo": ci["lo"].to_numpy(),
+                                 "gap_hi": ci["hi"].to_numpy()}))
+    return pd.concat(out, ignore_index=True)
+
+
+def table6_markdown(t6: pd.DataFrame) -> pd.DataFrame:
+    """Arms as rows, policies as columns: mean gap $ [interval]."""
+    cell = t6.assign(cell=[f"{m:.2f} [{lo:.2f}, {hi:.2f}]" for m, lo, hi in zip(t6.mean_gap, t6.gap_lo, t6.gap_hi)])
+    wide = cell.pivot(index="arm", columns="policy", values="cell")
+    return wide.reindex(index=list(dict.fromkeys(t6.arm)), columns=list(dict.fromkeys(t6.policy))).reset_index()
+
+
+def firings(df: pd.DataFrame) -> pd.DataFrame:
+    """Firings per episode of each family, per arm (over every policy's episodes, from their `fired` records)."""
+    cols = [f"fired_{f}" for f in FAMILIES]
+    t = df.groupby("arm", sort=False)[cols].mean().reindex(list(arms()))
+    t.columns = list(FAMILIES)
+    t.insert(0, "episodes", df.groupby("arm", sort=False).size().reindex(list(arms())).to_numpy())
+    return t.reset_index()
+
+
+def families(df: pd.DataFrame, run) -> pd.DataFrame:
+    """Per family and policy: the cost the family adds alone and removes when taken away, and whose
+    decisions it changes.
+
+    Columns: family, policy; `alone` = gap(only f) - gap(none) and `removed` = gap(all) -
+    gap(without f), each with `_lo`/`_hi` (episode-paired, unit bootstrap); `changed_alone_n/_pct`
+    and `changed_removed_n/_pct`: episodes whose action sequence differs between the two arms;
+    `flipped_alone_n`, `flipped_removed_n`: episodes whose disposition differs.
+    """
+    _check_same_episodes(df)
+    order = policy_order(df["policy"])
+    gap, calls, disp = _wide(df, "gap"), _wide(df, "calls"), _wide(df, "disposition")
+    rows = []
+    for f in FAMILIES:
+        only, without = f"only:{f}", f"without:{f}"
+        alone = _ci(gap, gap[only] - gap[NONE], order, run)
+        removed = _ci(gap, gap[ALL] - gap[without], order, run)
+        c_alone = (calls[only] != calls[NONE]).groupby(level="policy").agg(["sum", "mean"])
+        c_removed = (calls[ALL] != calls[without]).groupby(level="policy").agg(["sum", "mean"])
+        f_alone = (disp[only] != disp[NONE]).groupby(level="policy").sum()
+        f_removed = (disp[ALL] != disp[without]).groupby(level="policy").sum()
+        for p in order:
+            rows.append({
+                "family": f, "policy": p,
+                "alone": alone.loc[p, "estimate"], "alone_lo": alone.loc[p, "lo"], "alone_hi": alone.loc[p, "hi"],
+                "removed": removed.loc[p, "estimate"], "removed_lo": removed.loc[p, "lo"],
+                "removed_hi": removed.loc[p, "hi"],
+                "changed_alone_n": int(c_alone.loc[p, "sum"]), "changed_alone_pct": 100 * c_alone.loc[p, "mean"],
+                "changed_removed_n": int(c_removed.loc[p, "sum"]),
+                "changed_removed_pct": 100 * c_removed.loc[p, "mean"],
+                "flipped_alone_n": int(f_alone.loc[p]), "flipped_removed_n": int(f_removed.loc[p]),
+            })
+    return pd.DataFrame(rows)
+
+
+def interaction(df: pd.DataFrame, run) -> pd.DataFrame:
+    """The 2x2 of loss and delay per policy: each cell's mean gap, the cost of loss alone, of delay alone
+    and of both (each minus none), and the interaction (both - loss - delay + none) with its interval."""
+    order = policy_order(df["policy"])
+    gap = _wide(df[df["arm"].isin([NONE, LOSS, DELAY, BOTH])], "gap")
+    cells = gap.groupby(level="policy")[[NONE, LOSS, DELAY, BOTH]].mean().reindex(order)
+    inter = _ci(gap, gap[BOTH] - gap[LOSS] - gap[DELAY] + gap[NONE], order, run)
+    return pd.DataFrame({
+        "policy": order, "none": cells[NONE].to_numpy(), "loss": cells[LOSS].to_numpy(),
+        "delay": cells[DELAY].to_numpy(), "both": cells[BOTH].to_numpy(),
+        "loss_cost": (cells[LOSS] - cells[NONE]).to_numpy(), "delay_cost": (cells[DELAY] - cells[NONE]).to_numpy(),
+        "both_cost": (cells[BOTH] - cells[NONE]).to_numpy(),
+        "interaction": inter["estimate"].to_numpy(), "interaction_lo": inter["lo"].to_numpy(),
+        "interaction_hi": inter["hi"].to_numpy(),
+    })
+
+
+def families_markdown(fam: pd.DataFrame) -> pd.DataFrame:
+    def ci(x, lo, hi):
+        return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+    return pd.DataFrame({
+        "family": fam.family, "policy": fam.policy,
+        "adds alone $ (only - none)": [ci(*v) for v in zip(fam.alone, fam.alone_lo, fam.alone_hi)],
+        "removes $ (all - without)": [ci(*v) for v in zip(fam.removed, fam.removed_lo, fam.removed_hi)],
+        "decisions changed alone": [f"{n} ({p:.1f}%)" for n, p in zip(fam.changed_alone_n, fam.changed_alone_pct)],
+        "decisions changed, removed": [f"{n} ({p:.1f}%)" for n, p in zip(fam.changed_removed_n,
+                                                                          fam.changed_removed_pct)],
+        "dispositions flipped (alone / removed)": [f"{a} / {r}" for a, r in zip(fam.flipped_alone_n,
+                                                                               fam.flipped_removed_n)],
+    })
+
+
+def interaction_markdown(inter: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "policy": inter.policy, "none $": inter["none"].round(2), "loss only $": inter["loss"].round(2),
+        "delay only $": inter["delay"].round(2), "both $": inter["both"].round(2),
+        "loss costs $": inter.loss_cost.round(2), "delay costs $": inter.delay_cost.round(2),
+        "both cost $": inter.both_cost.round(2),
+        "interaction $": [f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]" for x, lo, hi in
+                          zip(inter.interaction, inter.interaction_lo, inter.interaction_hi)],
+    })
+
+
+def _who_changes(fam: pd.DataFrame, family: str, col: str) -> list[str]:
+    d = fam[(fam.family == family) & (fam[col] > 0)]
+    return list(d.policy)
+
+
+def _flipped(fam: pd.DataFrame, family: str) -> list[str]:
+    """Which of SPEC's nine end an episode differently with the family present (alone or in all)."""
+    d = fam[(fam.family == family) & fam.policy.isin(DEFAULT_POLICIES)
+            & ((fam.flipped_alone_n > 0) | (fam.flipped_removed_n > 0))]
+    return list(d.policy)
+
+
+def _decisions_text(fam: pd.DataFrame, family: str) -> str:
+    d = fam[(fam.family == family) & fam.policy.isin(DEFAULT_POLICIES)]
+    flips = [f"{r.policy} {r.flipped_alone_n} alone / {r.flipped_removed_n} removed" for r in d.itertuples()
+             if r.flipped_alone_n or r.flipped_removed_n]
+    seqs = [f"{r.policy} {r.changed_alone_n} / {r.changed_removed_n}" for r in d.itertuples()
+            if r.changed_alone_n or r.changed_removed_n]
+    return (f"dispositions flipped: {'; '.join(flips) or 'none'}; action sequences changed (alone / removed): "
+            f"{'; '.join(seqs) or 'none'}")
+
+
+def notes(fr: pd.DataFrame, fam: pd.DataFrame, inter: pd.DataFrame) -> list[str]:
+    """What each family changes, in sentences computed from the tables."""
+    lines = ["Decisions changed: episodes whose action sequence differs between `all` and `without(f)` "
+             "(removed) and between `none` and `only(f)` (alone); a flipped disposition is a different "
+             "final action.", ""]
+    allrow = fr.set_index("arm").loc[ALL]
+    lines.append("- Firings per episode under all: " + ", ".join(f"{f} {allrow[f]:.2f}" for f in FAMILIES) + ".")
+    for f in FAMILIES:
+        removed = _who_changes(fam, f, "changed_removed_n")
+        alone = _who_changes(fam, f, "changed_alone_n")
+        flips = fam[(fam.family == f) & ((fam.flipped_removed_n > 0) | (fam.flipped_alone_n > 0))]
+        text = (f"- {f}: changes decisions of {', '.join(removed) or 'no policy'} when removed from all; "
+                f"of {', '.join(alone) or 'no policy'} alone")
+        if len(flips):
+            text += "; dispositions flipped for " + ", ".join(
+                f"{r.policy} ({r.flipped_removed_n} removed / {r.flipped_alone_n} alone)" for r in flips.itertuples())
+        lines.append(text + ".")
+    signs = ", ".join(f"{r.policy} {r.interaction:+.2f}" for r in inter.itertuples() if r.policy != "finality_oracle")
+    lines.append(f"- Loss x delay interaction (both - loss - delay + none): {signs}.")
+    return lines
+
+
+def claims(fr: pd.DataFrame, t6: pd.DataFrame, fam: pd.DataFrame, inter: pd.DataFrame) -> list:
+    """The paper's claims about the ablation, computed from the four tables."""
+    out = []
+    allrow = fr.set_index("arm").loc[ALL]
+
+    def num(id, text, paper, ours, src, **kw):
+        out.append(numeric(NAME, id, text, paper, ours, source=f"tables/{src}.csv", **kw))
+
+    def qual(id, text, holds, measured, src):
+        out.append(qualitative(NAME, id, text, holds, measured, source=f"tables/{src}.csv"))
+
+    most = max(FAMILIES, key=lambda f: allrow[f])
+    for f, paper in (("loss", 2.26), ("duplicate", 1.49), ("reorder", 0.68)):
+        num(f"fires_{f}", f"{f} fires per episode (all families on)", paper, allrow[f], "table6_firings",
+            tol=REL_TOL * paper, direction=(most == "loss"), direction_text="loss fires most")
+    by = fam.set_index(["family", "policy"])
+    ungated = [p for p in UNGATED if p in set(fam.policy)]
+    # a policy no family moves (random decides without reading) has no largest family
+    hurt = [p for p in ungated if max(by.loc[(f, p), "alone"] for f in FAMILIES) > 0.005]
+    top = {p: max(FAMILIES, key=lambda f: (by.loc[(f, p), "alone"], f)) for p in hurt}
+    loss_top = [p for p in hurt if top[p] == "loss"]
+    qual("loss_dominates", "message loss does most of the damage on its own (the largest cost alone, for "
+         "most ungated policies that faults hurt)", len(loss_top) > len(hurt) / 2,
+         f"loss largest alone for {len(loss_top)} of {len(hurt)}: " + ", ".join(f"{p} {top[p]}" for p in hurt),
+         "table6_families")
+    if ("duplicate", "majority_vote") in by.index:
+        mv = by.loc[("duplicate", "majority_vote")]
+        num("majority_vote_duplicate", "majority vote pays for duplicate delivery $ (all - without duplicate)",
+            21.41, mv["removed"], "table6_families", tol=REL_TOL * 21.41, direction=mv["removed_lo"] > 0,
+            direction_text="a positive cost, its interval excluding zero")
+        dup = _flipped(fam, "duplicate")
+        qual("duplicate_changes_only_majority_vote", "duplication changes decisions (dispositions) of exactly one "
+             "of the nine, majority vote", dup == ["majority_vote"], _decisions_text(fam, "duplicate"),
+             "table6_families")
+    reo = _flipped(fam, "reorder")
+    qual("reorder_changes_nothing", "reordering changes no evaluated policy's decision (disposition)", not reo,
+         _decisions_text(fam, "reorder"), "table6_families")
+    gate = t6[t6.policy == GATE]
+    if len(gate):
+        same = gate["mean_gap"].nunique() == 1
+        unchanged = fam[fam.policy == GATE][["changed_alone_n", "changed_removed_n"]].to_numpy().sum() == 0
+        qual("gate_flat", "the finality gate's mean gap is identical in every arm (and so are its actions)",
+             same and unchanged, f"{gate['mean_gap'].nunique()} distinct mean gap(s) over {len(gate)} arms; "
+             f"actions changed in {fam[fam.policy == GATE][['changed_alone_n', 'changed_removed_n']].to_numpy().sum()} "
+             "episode comparisons", "table6")
+    it = inter.set_index("policy")
+    if "sop" in it.index:
+        s = it.loc["sop"]
+        for id, paper, ours, text in (("sop_loss", 77.28, s.loss_cost, "loss alone costs the procedure $"),
+                                      ("sop_delay", 25.71, s.delay_cost, "delay alone costs the procedure $"),
+                                      ("sop_both", 89.81, s.both_cost, "loss and delay together cost the procedure $")):
+            num(id, text, paper, ours, "interaction", tol=REL_TOL * paper, direction=ours > 0,
+                direction_text="a cost")
+        num("sop_interaction", "the procedure's loss x delay interaction $", -13.18, s.interaction, "interaction",
+            tol=REL_TOL * 13.18, direction=s.interaction < 0, direction_text="negative")
+    for p in ("react", "reflection"):
+        if p in it.index:
+            qual(f"{p}_interaction_negative", f"the loss x delay interaction is negative for {p}",
+                 it.loc[p, "interaction"] < 0,
+                 f"{it.loc[p, 'interaction']:+.2f} [{it.loc[p, 'interaction_lo']:+.2f}, "
+                 f"{it.loc[p, 'interaction_hi']:+.2f}]", "interaction")
+    return out
+
+
+def figure3(fam: pd.DataFrame):
+    """Figure 3: policy x family heatmaps of the cost a family adds alone and removes when taken away."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    order = list(dict.fromkeys(fam.policy))
+    panels = (("alone", "adds alone: only(family) − none"), ("removed", "removes when taken away: all − without(family)"))
+    mats = {k: fam.pivot(index="policy", columns="family", values=k).reindex(index=order, columns=list(FAMILIES))
+            for k, _ in panels}
+    lim = max(1.0, float(np.nanmax([np.abs(m.to_numpy()).max() for m in mats.values()])))
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.6), layout="constrained", sharey=True)
+    for ax, (k, title) in zip(axes, panels):
+        sns.heatmap(mats[k], ax=ax, cmap="RdBu_r", vmin=-lim, vmax=lim, center=0, annot=True, fmt=".1f",
+                    annot_kws={"fontsize": 7}, cbar=k == "removed", linewidths=0.5, linecolor="white",
+                    cbar_kws={"label": "mean gap, $ per episode (red: the family costs money)"})
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("fault family")
+        ax.set_ylabel("policy" if k == "alone" else "")
+        ax.tick_params(axis="x", rotation=30, labelsize=8)
+        ax.tick_params(axis="y", labelsize=8)
+    fig.suptitle("What each fault family costs each policy (Figure 3)", fontsize=10)
+    return fig

@@ -1,0 +1,300 @@
+"""Twin pairs: Table IV, Figure 2 and their claims (SPEC §6, §10).
+
+A twin pair is two tasks that differ only in the original capture's terminal
+outcome (one settles, one fails); nothing observable before `determined_at`
+tells them apart. A policy that commits before the outcome exists therefore
+bets: it wins on one half of the pair and loses on the other. Accuracy over
+all tasks rewards the bet whenever settling cases outnumber failing ones; the
+paired loss (mean gap over both halves) does not.
+
+Notebook `02_twins`:
+
+    run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
+    df = run.evaluate()
+    t4 = twins.table4(df, run)
+    publish(t4, "table4", run, markdown=twins.table4_markdown(t4),
+            notes=twins.table4_notes(t4, twins.claims(t4)))
+    publish(twins.figure2(t4, run), "figure2", run)
+
+Intervals are percentile bootstraps over the twin pairs (each pair is one unit,
+both halves resampled together), `run.n_boot` replicates from `run.boot_seed`.
+Every twin column is resampled over the same set of units, so the paired loss,
+the two halves and the premature rate of all policies share one resample.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from finbench import metrics as M
+from finbench.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, numeric, qualitative
+from finbench.policies import UNGATED
+from finbench.policy_refs import policy_order
+
+GATE = "finality_gate"
+ORACLE = "finality_oracle"
+OPTIMISTIC = "optimistic"
+NAME = "twins"
+SOURCE = "tables/table4.csv"
+__all__ = ["claims", "figure2", "rankings", "table4", "table4_markdown", "table4_notes"]
+
+
+def _boot(run) -> tuple[int, int]:
+    if run is not None:
+        return run.n_boot, run.boot_seed
+    return 2000, 0
+
+
+def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
+    """Table IV: per policy, what the twin pairs cost it, beside its accuracy.
+
+    Args:
+        df: episode rows (`evaluate`, `Run.evaluate`); must include twin tasks.
+        run: the `Run` behind them, for the bootstrap (replicates, seed); None:
+            2,000 replicates, seed 0.
+
+    Returns:
+        One row per policy in `policy_order`, columns:
+        `policy`, `n_pairs` (distinct twin pairs), `settle_episodes`, `fail_episodes`;
+        `paired_loss` (mean gap over every twin episode, both halves) with `paired_lo`,
+        `paired_hi`; `settle_gap`, `settle_lo`, `settle_hi` and `fail_gap`, `fail_lo`,
+        `fail_hi` (mean gap over one half); `premature_pct`, `premature_lo`,
+        `premature_hi` (% of twin episodes with an irreversible action before
+        determination); `exact_pct`, `exact_lo`, `exact_hi` (% of all episodes exact,
+        over every task: Table II's accuracy and interval); `rank_exact` (1 = most
+        accurate), `rank_paired` (1 = lowest paired loss) and `rank_differs`.
+        Twin intervals resample twin pairs; the accuracy interval resamples every unit.
+
+    Raises:
+        ValueError: the rows hold no twin task, or a pair lacks one half.
+
+    Example:
+        >>> t4 = table4(run.evaluate(), run)
+        >>> t4.set_index("policy").loc["optimistic", ["settle_gap", "fail_gap"]]
+    """
+    n_boot, seed = _boot(run)
+    order = policy_order(df["policy"])
+    twins = df[df["twin_side"].notna()]
+    if twins.empty:
+        raise ValueError("table4: the episode rows hold no twin task")
+    settle = twins[twins["twin_side"] == "settle"]
+    fail = twins[twins["twin_side"] == "fail"]
+    if set(settle["unit"]) != set(fail["unit"]):
+        raise ValueError("table4: some twin pairs lack a half; evaluate whole pairs")
+    point = M.twin_table(df).reindex(order)
+    # The four twin intervals resample the same universe (the twin pairs), so they
+    # draw the same resampled pairs; accuracy resamples every unit, as Table II does.
+    paired = M.bootstrap_ci(twins, "gap", order, n_boot, seed)
+    s_ci = M.bootstrap_ci(settle, "gap", order, n_boot, seed)
+    f_ci = M.bootstrap_ci(fail, "gap", order, n_boot, seed)
+    prem = M.bootstrap_ci(twins, "premature_irreversible", order, n_boot, seed)
+    exact = M.bootstrap_ci(df, "exact", order, n_boot, seed)
+    side_n = twins.groupby(["policy", "twin_side"]).size().unstack("twin_side").reindex(order)
+    out = pd.DataFrame({
+        "policy": order,
+        "n_pairs": point["n_pairs"].to_numpy(),
+        "settle_episodes": side_n["settle"].to_numpy(),
+        "fail_episodes": side_n["fail"].to_numpy(),
+        "paired_loss": point["paired_loss"].to_numpy(),
+        "paired_lo": paired["lo"].to_numpy(), "paired_hi": paired["hi"].to_numpy(),
+        "settle_gap": point["settle_gap"].to_numpy(),
+        "settle_lo": s_ci["lo"].to_numpy(), "settle_hi": s_ci["hi"].to_numpy(),
+        "fail_gap": point["fail_gap"].to_numpy(),
+        "fail_lo": f_ci["lo"].to_numpy(), "fail_hi": f_ci["hi"].to_numpy(),
+        "premature_pct": 100 * point["premature_irreversible"].to_numpy(),
+        "premature_lo": 100 * prem["lo"].to_numpy(), "premature_hi": 100 * prem["hi"].to_numpy(),
+        "exact_pct": 100 * exact["estimate"].to_numpy(),
+        "exact_lo": 100 * exact["lo"].to_numpy(), "exact_hi": 100 * exact["hi"].to_numpy(),
+    })
+    r = rankings(out)
+    out["rank_exact"] = [r["by_exact"].index(p) + 1 for p in order]
+    out["rank_paired"] = [r["by_paired_loss"].index(p) + 1 for p in order]
+    out["rank_differs"] = out["rank_exact"] != out["rank_paired"]
+    return out
+
+
+def rankings(t4: pd.DataFrame) -> dict:
+    """The two orderings of Table IV's policies and how many places they disagree.
+
+    Accuracy is ranked descending (`exact_pct`), paired loss ascending (`paired_loss`);
+    ties are broken by policy name in both (`metrics.rank_policies`).
+
+    Returns:
+        {"by_exact": [names, best first], "by_paired_loss": [names, best first],
+         "disagreements": `metrics.rank_disagreements` of the two}.
+    """
+    t = t4.set_index("policy")
+    by_exact = M.rank_policies(t["exact_pct"], ascending=False)
+    by_loss = M.rank_policies(t["paired_loss"], ascending=True)
+    return {"by_exact": by_exact, "by_paired_loss": by_loss,
+            "disagreements": M.rank_disagreements(by_exact, by_loss)}
+
+
+def _ci(x, lo, hi, fmt="{:.1f}") -> str:
+    return f"{fmt.format(x)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def table4_markdown(t4: pd.DataFrame) -> pd.DataFrame:
+    """The human rendering of Table IV: point estimates with their intervals, and the two ranks."""
+    rows = []
+    for r in t4.itertuples(index=False):
+        rows.append({
+            "policy": r.policy,
+            "pairs": int(r.n_pairs),
+            "paired loss $": _ci(r.paired_loss, r.paired_lo, r.paired_hi, "{:.2f}"),
+            "settle half $": _ci(r.settle_gap, r.settle_lo, r.settle_hi, "{:.2f}"),
+            "fail half $": _ci(r.fail_gap, r.fail_lo, r.fail_hi, "{:.2f}"),
+            "premature-irreversible % (twins)": _ci(r.premature_pct, r.premature_lo, r.premature_hi),
+            "exact % (all tasks)": _ci(r.exact_pct, r.exact_lo, r.exact_hi),
+            "rank by exact": int(r.rank_exact),
+            "rank by paired loss": int(r.rank_paired),
+            "ranks differ": "yes" if r.rank_differs else "",
+        })
+    return pd.DataFrame(rows)
+
+
+def table4_notes(t4: pd.DataFrame, claims_list: list | None = None) -> list[str]:
+    """Markdown notes under Table IV: the two rankings, what the columns count, and the claims."""
+    r = rankings(t4)
+    lines = [
+        f"Ranked by exact % (best first): {', '.join(r['by_exact'])}.",
+        "",
+        f"Ranked by paired loss (best first): {', '.join(r['by_paired_loss'])}.",
+        "",
+        f"The two rankings disagree in {r['disagreements']} of {len(t4)} places (ties broken by name).",
+        "",
+        "Paired loss is the mean gap over every twin episode (both halves of each pair); the halves are "
+        "the twins whose original capture settles and those whose capture fails. Premature-irreversible % "
+        "is over twin episodes; exact % is over every task (Table II's accuracy). Intervals: 95% "
+        "percentile bootstrap resampling twin pairs (accuracy: every unit, twins together).",
+        "",
+    ]
+    return lines + (claims_notes(claims_list) if claims_list else [])
+
+
+def claims(t4: pd.DataFrame) -> list:
+    """The paper's claims about Table IV, each beside ours computed from `t4` alone.
+
+    A claim whose policies are absent from the table is "not run".
+    """
+    t = t4.set_index("policy")
+    r = rankings(t4)
+    has_opt, has_gate = OPTIMISTIC in t.index, GATE in t.index
+    out = []
+
+    def num(id, text, paper, ours, **kw):
+        out.append(numeric(NAME, id, text, paper, ours, source=SOURCE, **kw))
+
+    def qual(id, text, holds, measured):
+        out.append(qualitative(NAME, id, text, holds, measured, source=SOURCE))
+
+    unpriv = [p for p in t.index if p != ORACLE]
+    by_exact_unpriv = M.rank_policies(t.loc[unpriv, "exact_pct"], ascending=False)
+    second = by_exact_unpriv[:2] == [GATE, OPTIMISTIC] if has_opt and has_gate else None
+    qual("optimistic_second_by_accuracy",
+         "optimistic is second by accuracy among the unprivileged policies, behind only the finality gate",
+         second, "order by exact % (unprivileged): "
+         + ", ".join(f"{p} {t.loc[p, 'exact_pct']:.1f}" for p in by_exact_unpriv))
+
+    others = [p for p in t.index if p != OPTIMISTIC]
+    worst = bool(all(t.loc[OPTIMISTIC, "paired_loss"] > t.loc[p, "paired_loss"] for p in others)) \
+        if has_opt else None
+    qual("optimistic_worst_paired_loss", "optimistic is the worst of all policies by paired loss", worst,
+         "order by paired loss $ (best first): "
+         + ", ".join(f"{p} {t.loc[p, 'paired_loss']:.2f}" for p in r["by_paired_loss"]))
+
+    o = t.loc[OPTIMISTIC] if has_opt else None
+    num("optimistic_paired_loss", "optimistic paired loss $ (mean gap over both halves of the twin pairs)",
+        253.53, o.paired_loss if has_opt else None, tol=DOLLAR_REL_TOL * 253.53, direction=worst,
+        direction_text="the worst of all policies")
+    split = bool(o.fail_gap > o.settle_gap) if has_opt else None
+    num("optimistic_settle_half", "optimistic mean gap on the settle half of the twins $", 113.07,
+        o.settle_gap if has_opt else None, tol=DOLLAR_REL_TOL * 113.07, direction=split,
+        direction_text="settle half below fail half")
+    num("optimistic_fail_half", "optimistic mean gap on the fail half of the twins $", 393.99,
+        o.fail_gap if has_opt else None, tol=DOLLAR_REL_TOL * 393.99, direction=split,
+        direction_text="fail half above settle half")
+
+    ungated = [p for p in UNGATED if p in t.index]
+    below = bool(all(t.loc[GATE, "paired_loss"] < t.loc[p, "paired_loss"] for p in ungated)) \
+        if has_gate and ungated else None
+    num("gate_paired_loss", "finality gate paired loss $", 103.91,
+        t.loc[GATE, "paired_loss"] if has_gate else None, tol=DOLLAR_REL_TOL * 103.91, direction=below,
+        direction_text="the gate's paired loss is below every ungated policy's")
+
+    # The paper says "on 66.0% of tasks" in its twin-pair paragraph; we read it as the
+    # twin tasks (where nothing observable tells the halves apart), not the whole corpus.
+    majority = bool(o.premature_pct > 50) if has_opt else None
+    num("optimistic_premature_twins",
+        "optimistic takes an irreversible action before the outcome exists, % of twin-task episodes "
+        "(the paper says 'of tasks'; read as the twin tasks)", 66.0, o.premature_pct if has_opt else None,
+        tol=RATE_TOL, unit="%", direction=majority, direction_text="on more than half of the twin episodes")
+
+    n = r["disagreements"]
+    num("rank_disagreements", f"places in which the ranking of the {len(t)} policies by accuracy and by "
+        "paired loss disagree", 7, n, tol=0, direction=n >= 1,
+        direction_text="the two rankings disagree in at least one place")
+    return out
+
+
+def figure2(t4: pd.DataFrame, run=None):
+    """Figure 2: what each policy loses on each half of the twin pairs, and the paired loss.
+
+    One row per policy (Table IV's order, top to bottom): the mean gap on the
+    settle half and on the fail half as bars with their intervals, the paired
+    loss as a black diamond with its interval; the tick label carries the
+    policy's rank by accuracy and by paired loss. A policy that bets on
+    settlement shows a short settle bar beside a long fail bar.
+
+    Args:
+        t4: `table4`'s frame.
+        run: unused (the caption is added by `publish`); accepted for a uniform signature.
+
+    Returns:
+        The figure (constrained layout; style from `plotting.apply_style`).
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import seaborn as sns
+
+    from finbench.plotting import PNG_DPI
+
+    n = len(t4)
+    y = np.arange(n)
+    h = 0.36
+    colors = sns.color_palette("colorblind")
+    settle_c, fail_c = colors[0], colors[3]
+    # Laid out at the PNG's dpi: `plotting.save` freezes the layout at the figure's dpi,
+    # and tick labels laid out at 100 dpi come out wider than their slot at 150.
+    fig, ax = plt.subplots(figsize=(6.4, 0.42 * n + 1.6), layout="constrained", dpi=PNG_DPI)
+
+    def bars(offset, mid, lo, hi, color, label):
+        mid, lo, hi = (t4[c].to_numpy(dtype=float) for c in (mid, lo, hi))
+        ax.barh(y + offset, mid, height=h, color=color, alpha=0.85, label=label, zorder=2)
+        ax.errorbar(mid, y + offset, xerr=[mid - lo, hi - mid], fmt="none", ecolor="0.25", elinewidth=0.8,
+                    capsize=1.8, zorder=3)
+
+    bars(-h / 2, "settle_gap", "settle_lo", "settle_hi", settle_c, "settle half (capture settles)")
+    bars(h / 2, "fail_gap", "fail_lo", "fail_hi", fail_c, "fail half (capture fails)")
+    pl, lo, hi = (t4[c].to_numpy(dtype=float) for c in ("paired_loss", "paired_lo", "paired_hi"))
+    ax.errorbar(pl, y, xerr=[pl - lo, hi - pl], fmt="none", ecolor="black", elinewidth=1.2, zorder=4)
+    # not clipped: a zero paired loss (the oracle) sits on the axis
+    ax.plot(pl, y, "D", color="black", ms=4.5, zorder=5, clip_on=False, label="paired loss (both halves)")
+    labels = [f"{p}\nexact #{int(a)} · paired #{int(b)}" for p, a, b in
+              zip(t4["policy"], t4["rank_exact"], t4["rank_paired"])]
+    ax.set_yticks(y, labels, fontsize=7)
+    for tick, differs in zip(ax.get_yticklabels(), t4["rank_differs"]):
+        if differs:
+            tick.set_fontweight("bold")
+    ax.set_ylim(n - 0.4, -1.5)  # inverted, with room above the first row for the legend
+    xmax = float(np.nanmax(t4[["settle_hi", "fail_hi", "paired_hi"]].to_numpy(dtype=float)))
+    ax.set_xlim(0, xmax * 1.04 if xmax > 0 else 1)
+    ax.set_xlabel("mean excess loss per twin episode ($), 95% interval over twin pairs")
+    ax.grid(axis="y", visible=False)
+    handles, names = ax.get_legend_handles_labels()
+    first = sorted(range(len(names)), key=lambda i: names[i].startswith("paired"))  # bars, then the diamond
+    ax.legend([handles[i] for i in first], [names[i] for i in first], loc="upper center", ncol=3, fontsize=7,
+              frameon=False, bbox_to_anchor=(0.5, 1.0), handletextpad=0.4, columnspacing=1.2)
+    ax.set_title("Twin pairs: loss on each half and paired loss\n"
+                 "under each name its rank by exact % and by paired loss; bold: the two ranks differ",
+                 fontsize=8)
+    return fig

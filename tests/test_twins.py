@@ -1,0 +1,188 @@
+"""Twin pairs (issue 9): Table IV, its rankings, Figure 2 and the claims, on a small run."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import finbench as fb
+from finbench import metrics as M
+from finbench.claims import VERDICTS
+from finbench.experiments import twins as T
+
+
+@pytest.fixture(scope="module")
+def small():
+    run = fb.Run.make(n_tasks=60, seeds=range(2), n_boot=100, cache=False)
+    df = run.evaluate()
+    return run, df, T.table4(df, run)
+
+
+def test_one_row_per_policy_in_order_over_every_pair(small):
+    run, df, t4 = small
+    assert list(t4.policy) == list(fb.POLICIES)
+    n_pairs = len(run.corpus.twin_pairs)
+    assert n_pairs > 0
+    assert (t4.n_pairs == n_pairs).all()
+    # every twin episode counts, each pair contributing both halves under every seed
+    assert (t4.settle_episodes == n_pairs * len(run.seeds)).all()
+    assert (t4.fail_episodes == n_pairs * len(run.seeds)).all()
+
+
+def test_paired_loss_is_the_episode_weighted_mean_of_the_halves(small):
+    _, df, t4 = small
+    weighted = (t4.settle_gap * t4.settle_episodes + t4.fail_gap * t4.fail_episodes) / (
+        t4.settle_episodes + t4.fail_episodes)
+    np.testing.assert_allclose(t4.paired_loss, weighted, rtol=1e-12, atol=1e-9)
+    # and it is the plain mean over the twin rows, read straight from the episodes
+    twins = df[df.twin_side.notna()]
+    direct = twins.groupby("policy").gap.mean().reindex(t4.policy)
+    np.testing.assert_allclose(t4.paired_loss, direct.to_numpy(), rtol=1e-12)
+    fail = twins[twins.twin_side == "fail"].groupby("policy").gap.mean().reindex(t4.policy)
+    np.testing.assert_allclose(t4.fail_gap, fail.to_numpy(), rtol=1e-12)
+    # premature over twin episodes, accuracy over every episode
+    prem = twins.groupby("policy").premature_irreversible.mean().reindex(t4.policy)
+    np.testing.assert_allclose(t4.premature_pct, 100 * prem.to_numpy(), rtol=1e-12)
+    exact = df.groupby("policy").exact.mean().reindex(t4.policy)
+    np.testing.assert_allclose(t4.exact_pct, 100 * exact.to_numpy(), rtol=1e-12)
+
+
+def test_intervals_hold_their_estimates_and_resample_pairs(small):
+    run, df, t4 = small
+    for col, lo, hi in (("paired_loss", "paired_lo", "paired_hi"), ("settle_gap", "settle_lo", "settle_hi"),
+                        ("fail_gap", "fail_lo", "fail_hi"), ("premature_pct", "premature_lo", "premature_hi"),
+                        ("exact_pct", "exact_lo", "exact_hi")):
+        assert (t4[lo] <= t4[col] + 1e-9).all() and (t4[col] <= t4[hi] + 1e-9).all(), col
+    # the paired interval resamples the twin pairs only: the same as a bootstrap over the twin rows
+    twins = df[df.twin_side.notna()]
+    ci = M.bootstrap_ci(twins, "gap", list(t4.policy), run.n_boot, run.boot_seed)
+    np.testing.assert_allclose(t4.paired_lo, ci.lo.to_numpy())
+    np.testing.assert_allclose(t4.paired_hi, ci.hi.to_numpy())
+    # a different bootstrap seed moves the intervals, not the estimates
+    other = T.table4(df, run.replace(boot_seed=1))
+    pd.testing.assert_series_equal(other.paired_loss, t4.paired_loss)
+    assert not np.allclose(other.paired_hi, t4.paired_hi)
+
+
+def test_the_gates_halves_follow_its_decisions(small):
+    run, df, t4 = small
+    gate = df[(df.policy == "finality_gate") & df.twin_side.notna()]
+    row = t4.set_index("policy").loc["finality_gate"]
+    # it never acts irreversibly before the outcome exists, on either half
+    assert not gate.premature_irreversible.any() and row.premature_pct == 0
+    assert set(gate.disposition) <= {"ship", "escalate", "write_off"}
+    # on the fail half it ships only after a fresh-key retry (a probe-confirmed failure)
+    fail = gate[gate.twin_side == "fail"]
+    assert (fail[fail.disposition == "ship"].retry_at != "").all()
+    assert (gate[gate.twin_side == "settle"].retry_at == "").all()
+    for side, mean in (("settle", row.settle_gap), ("fail", row.fail_gap)):
+        half = gate[gate.twin_side == side]
+        shipped, escalated = half[half.disposition == "ship"], half[half.disposition == "escalate"]
+        # shipping after a terminal probe loses nothing; escalating costs at least the clerk
+        assert (shipped.gap.abs() <= 0.005).all()
+        assert (escalated.gap >= run.costs.escalation_cost - 1e-9).all()
+        assert mean == pytest.approx(half[half.disposition != "ship"].gap.sum() / len(half))
+    assert row.settle_gap > 0 or row.fail_gap > 0  # the unresolvable pairs cost it something
+
+
+def test_the_oracle_loses_nothing_on_either_half(small):
+    _, _, t4 = small
+    o = t4.set_index("policy").loc["finality_oracle"]
+    for col in ("paired_loss", "paired_lo", "paired_hi", "settle_gap", "fail_gap"):
+        assert o[col] == 0.0, col
+    assert o.exact_pct == 100.0 and o.rank_exact == 1 and o.rank_paired == 1
+
+
+def test_rankings_and_their_disagreements(small):
+    _, df, t4 = small
+    r = T.rankings(t4)
+    assert r["by_exact"] == M.rank_policies(M.exact_rate(df), ascending=False)
+    assert r["by_paired_loss"] == M.rank_policies(M.twin_table(df).paired_loss, ascending=True)
+    assert r["disagreements"] == M.rank_disagreements(r["by_exact"], r["by_paired_loss"])
+    assert r["disagreements"] == int(t4.rank_differs.sum())
+    t = t4.set_index("policy")
+    assert [r["by_exact"].index(p) + 1 for p in t.index] == list(t.rank_exact)
+    assert [r["by_paired_loss"].index(p) + 1 for p in t.index] == list(t.rank_paired)
+    # ties are broken by name, whatever the row order
+    tied = t4.assign(paired_loss=1.0).iloc[::-1]
+    assert T.rankings(tied)["by_paired_loss"] == sorted(t4.policy)
+
+
+def test_claims_are_valid_records_read_from_the_table(small):
+    _, _, t4 = small
+    cl = T.claims(t4)
+    ids = [c.id for c in cl]
+    assert len(ids) == len(set(ids)) == 8
+    assert all(c.verdict in VERDICTS and c.experiment == "twins" and c.source == "tables/table4.csv" for c in cl)
+    by = {c.id: c for c in cl}
+    t = t4.set_index("policy")
+    assert by["optimistic_paired_loss"].ours == pytest.approx(t.loc["optimistic", "paired_loss"])
+    assert by["optimistic_settle_half"].ours == pytest.approx(t.loc["optimistic", "settle_gap"])
+    assert by["gate_paired_loss"].ours == pytest.approx(t.loc["finality_gate", "paired_loss"])
+    assert by["optimistic_premature_twins"].ours == pytest.approx(t.loc["optimistic", "premature_pct"])
+    assert by["rank_disagreements"].ours == T.rankings(t4)["disagreements"]
+
+    # change the table, and ours changes with it
+    edited = t4.copy()
+    i = edited.index[edited.policy == "optimistic"][0]
+    edited.loc[i, "paired_loss"] = 253.53
+    edited.loc[i, "exact_pct"] = 0.0
+    after = {c.id: c for c in T.claims(edited)}
+    assert after["optimistic_paired_loss"].ours == 253.53
+    assert after["optimistic_paired_loss"].verdict == "reproduced"
+    assert after["optimistic_second_by_accuracy"].holds is False
+    assert after["optimistic_second_by_accuracy"].verdict == "differs"
+    assert after["rank_disagreements"].ours == T.rankings(edited)["disagreements"]
+    edited.loc[i, "paired_loss"] = 10_000.0
+    worst = {c.id: c for c in T.claims(edited)}["optimistic_paired_loss"]
+    assert worst.verdict == "same direction" and "holds" in worst.basis
+
+
+def test_claims_without_their_policies_are_not_run(small):
+    _, _, t4 = small
+    cl = T.claims(t4[~t4.policy.isin(["optimistic", "finality_gate"])])
+    by = {c.id: c.verdict for c in cl}
+    for id in ("optimistic_second_by_accuracy", "optimistic_worst_paired_loss", "optimistic_paired_loss",
+               "optimistic_fail_half", "gate_paired_loss", "optimistic_premature_twins"):
+        assert by[id] == "not run", id
+    assert by["rank_disagreements"] in VERDICTS
+
+
+def test_markdown_and_notes(small):
+    _, _, t4 = small
+    md = T.table4_markdown(t4)
+    assert list(md.policy) == list(t4.policy)
+    opt = md.set_index("policy").loc["optimistic", "paired loss $"]
+    row = t4.set_index("policy").loc["optimistic"]
+    assert opt == f"{row.paired_loss:.2f} [{row.paired_lo:.2f}, {row.paired_hi:.2f}]"
+    notes = "\n".join(T.table4_notes(t4, T.claims(t4)))
+    r = T.rankings(t4)
+    assert f"disagree in {r['disagreements']} of {len(t4)} places" in notes
+    assert ", ".join(r["by_paired_loss"]) in notes and "Claims of the paper" in notes
+
+
+def test_figure2_draws_each_half_and_the_paired_loss(small):
+    import matplotlib.pyplot as plt
+
+    run, _, t4 = small
+    fig = T.figure2(t4, run)
+    ax = fig.axes[0]
+    assert len(ax.get_yticks()) == len(t4)
+    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    assert all(lab.startswith(p) for lab, p in zip(labels, t4.policy))
+    bars = [p.get_width() for p in ax.patches]
+    np.testing.assert_allclose(bars, [*t4.settle_gap, *t4.fail_gap])
+    diamonds = [ln for ln in ax.get_lines() if ln.get_marker() == "D"]
+    np.testing.assert_allclose(diamonds[0].get_xdata(), t4.paired_loss)
+    assert len(ax.get_legend().get_texts()) == 3 and ax.get_xlabel()
+    plt.close(fig)
+
+
+def test_table4_refuses_rows_without_twins(small):
+    _, df, _ = small
+    with pytest.raises(ValueError, match="no twin"):
+        T.table4(df[df.twin_side.isna()])
+    one_side = df[df.twin_side != "fail"]
+    with pytest.raises(ValueError, match="lack a half"):
+        T.table4(one_side)
+    assert math.isfinite(T.table4(df).paired_loss.sum())  # run=None: the default bootstrap
