@@ -8,7 +8,7 @@ episode results are not reused.
 """
 from __future__ import annotations
 
-ENGINE_VERSION = "3"
+ENGINE_VERSION = "4"
 """Bumped whenever the semantics of the engine or of a policy change; part of every cache key."""
 
 # --- time (SPEC §1) --------------------------------------------------------

@@ -63,6 +63,9 @@ def settle_case(task, captures, disposition: str | None, disposition_t: int, cos
     first settlement if that is by SHIP_BY; otherwise, once every capture is
     determined, refund if anything settled, else write off; after shipping,
     return whatever was collected beyond the order value.
+    A chargeback disputes the order whole (SPEC §5): it reverses everything held
+    when it posts and every capture that settles after it; none posts on an
+    order refunded before it.
     An effect on the unrelated order costs that order's value, taken from cash.
     """
     v = task.order_value
@@ -89,13 +92,17 @@ def settle_case(task, captures, disposition: str | None, disposition_t: int, cos
     if excess_t is not None:
         timeline.append((excess_t, 3, "excess"))
     cash = refunded = charged_back = 0.0
-    was_refunded = False
+    was_refunded = disputed = False
     for _, _, what in sorted(timeline):
         if what == "settle":
-            cash += v
+            if disputed:  # the customer disputes the order whole: a capture settling later is reversed too
+                charged_back += v
+            else:
+                cash += v
         elif what == "chargeback":
-            if not was_refunded and cash > 0:
-                charged_back, cash = cash, 0.0
+            if not was_refunded:  # none posts on a refunded order
+                disputed = True
+                charged_back, cash = charged_back + cash, 0.0
         elif what == "refund":
             refunded += cash
             cash, was_refunded = 0.0, True

@@ -49,10 +49,11 @@ def build_trace(task, captures, replays, dispositions, outcome, other_effects) -
         rows.append((t, 2, {"seq": 0, "t": t, "kind": "effect", "op": op, "order": o, "amount": round(amount, 2),
                             "key": None, "receipt": f"{op}-{i}", "new_effect": True, "actor": actor}))
     if outcome.chargeback > 0:
-        t = task.chargeback_at
         for c in captures:
-            # only what was held when it landed: a capture settling later stays held
-            if c.outcome == "settled" and c.terminal_at <= t:
+            # the dispute covers the whole order: what was held when it posted, and any
+            # capture settling later, reversed when it settles
+            if c.outcome == "settled" and c.terminal_at <= C.HORIZON:
+                t = max(task.chargeback_at, c.terminal_at)
                 rows.append((t, 3, {"seq": 0, "t": t, "kind": "reverse", "receipt": c.id, "by": "chargeback"}))
     for i, (t, op) in enumerate(other_effects, start=1):
         rows.append((t, 2, {"seq": 0, "t": t, "kind": "effect", "op": op, "order": task.other_order_id,

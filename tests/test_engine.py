@@ -297,16 +297,28 @@ def test_fault_family_errors_are_deterministic():
         fb.FaultProfile(0.3, frozenset({"bogus2", "bogus1"}))
 
 
-def test_chargeback_reverses_only_what_was_held():
+def test_a_chargeback_disputes_the_order_whole():
     task = fb.make_task("late_chargeback", seed=4)
-    # a fresh-key capture that settles after the chargeback stays held: not reversed in the trace
+    v = task.order_value
+    # a fresh-key capture that settles after the chargeback is reversed too (SPEC §5): a second
+    # charge to the customer followed by shipping can no longer keep the second payment
     late = task.chargeback_at - C.HANDOVER - task.retry_delay + 5
     env = _play(task, [("wait", {"ticks": late}), ("retry_capture", {"idempotency_key": "key-9"}), ("ship", {})])
+    out = env.outcome()
+    assert out.chargeback == 2 * v and out.cash == 0.0 and out.liability == 0.0
+    assert out.position == pytest.approx(-0.6 * v - 25.0)
     res = env.result()
-    reversed_ = [r["receipt"] for r in res.trace if r.get("kind") == "reverse"]
-    assert reversed_ == ["cap-1"]
-    v = fb.grade_trace(list(res.trace), fb.Contract(task.order_id, task.order_value, op="capture"))
-    assert v.checks["evidence_complete"] == "pass" and v.checks["exactly_one_effect"] == "fail"
+    reverses = {r["receipt"]: r["t"] for r in res.trace if r.get("kind") == "reverse"}
+    cap2 = next(c for c in env.world.captures if c.id == "cap-2")
+    assert reverses == {"cap-1": task.chargeback_at, "cap-2": cap2.terminal_at} and cap2.terminal_at > task.chargeback_at
+    v_ = fb.grade_trace(list(res.trace), fb.Contract(task.order_id, v, op="capture"))
+    assert v_.checks["evidence_complete"] == "pass" and v_.checks["exactly_one_effect"] == "fail"
+    # shipping once, with no second charge, is the same loss of the goods plus the fee
+    once = _play(task, [("ship", {})]).outcome()
+    assert once.chargeback == v and once.position == pytest.approx(-0.6 * v - 25.0)
+    # none posts on an order refunded before it
+    refunded = _play(task, [("wait", {"ticks": task.chargeback_at - C.HANDOVER - 30}), ("refund", {})]).outcome()
+    assert refunded.chargeback == 0.0 and refunded.position == 0.0
 
 
 def test_refund_returns_exactly_what_had_settled():
