@@ -21,7 +21,7 @@ $(STAMP): requirements.txt
 
 # the test suite, including every notebook at a small size
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests
 
 # every notebook at full size: tables/ and figures/ regenerate byte-identically
 reproduce: $(STAMP)

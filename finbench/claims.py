@@ -86,7 +86,7 @@ def numeric(experiment: str, id: str, claim: str, paper: float, ours: float | No
         t = 1e-9 if tol is None else tol
         inside = abs(ours - paper) <= t
         step = " pp" if unit == "%" else ""
-        basis = f"within {t:g}{step} of {paper:g}" if tol is not None else f"equal to {paper:g}"
+        basis = f"within {t:g}{step} of {paper:g}" if tol else f"equal to {paper:g}"
     if inside:
         verdict = "reproduced"
     elif direction:

@@ -17,6 +17,7 @@ means: `resolve_policies(None)` is always the nine, in SPEC's order.
 from __future__ import annotations
 
 import copy
+import importlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -29,6 +30,10 @@ DEFAULT_POLICIES: tuple[str, ...] = tuple(POLICIES)
 
 REGISTRY: dict[str, Callable[..., Any]] = dict(POLICIES)
 """Every policy name a reference may use: the nine plus whatever is registered."""
+
+_HOME: dict[str, str | None] = {}
+"""The module that registered each extra name: a worker process that never imported it
+imports it before making the policy (registration happens at import)."""
 
 _LABEL = re.compile(r"^(?P<name>[A-Za-z_][\w.-]*)(?:\[(?P<knobs>[^\[\]]*)\])?$")
 
@@ -53,6 +58,7 @@ def register_policy(name: str, factory: Callable[..., Any], *, replace: bool = F
     if not callable(factory):
         raise PolicyError(f"register_policy: factory for {name!r} is not callable")
     REGISTRY[name] = factory
+    _HOME[name] = getattr(factory, "__module__", None)
 
 
 def policy_label(name: str, knobs: dict | None = None) -> str:
@@ -128,7 +134,8 @@ class PolicyRef:
         knobs = dict(knobs or {})
         make_policy(name, **knobs)  # fail early and clearly
         label = policy_label(name, knobs)
-        return cls(label, _Named(name, tuple(sorted(knobs.items()))), cache_id=f"registry:{label}", builtin=True)
+        return cls(label, _Named(name, tuple(sorted(knobs.items())), _HOME.get(name)), cache_id=f"registry:{label}",
+                   builtin=True)
 
     @classmethod
     def of(cls, obj: Any, label: str | None = None, cache_id: str | None = None) -> PolicyRef:
@@ -159,12 +166,15 @@ class PolicyRef:
 
 @dataclass(frozen=True)
 class _Named:
-    """A picklable factory for a registered policy with knobs."""
+    """A picklable factory for a registered policy with knobs (and the module that registers it)."""
 
     name: str
     knobs: tuple
+    home: str | None = None
 
     def __call__(self):
+        if self.name not in REGISTRY and self.home:
+            importlib.import_module(self.home)
         return make_policy(self.name, **dict(self.knobs))
 
 

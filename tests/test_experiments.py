@@ -256,3 +256,13 @@ def test_grading_imports_neither_pandas_nor_the_simulator():
     assert out.returncode == 0, out.stdout
     names = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
     assert "finbench.grading" in names and "pandas" not in names and "finbench.world" not in names
+
+
+def test_registered_names_work_in_worker_processes():
+    # a worker process that never imported the registering module imports it first
+    import finbench.plans as P
+
+    label = fb.PolicyRef.named("plan", next(iter(P.all_plans()))).label
+    one = evaluate(SMALL, [label, "sop"], seeds=[0], n_jobs=1, cache=False)
+    two = evaluate(SMALL, [label, "sop"], seeds=[0], n_jobs=2, cache=False)
+    pd.testing.assert_frame_equal(one, two)

@@ -27,8 +27,32 @@ NOTEBOOKS = {
                                 "tables/table6_families.csv", "tables/table6_families.md", "tables/interaction.csv",
                                 "tables/interaction.md", "tables/claims_ablation.csv", "figures/figure3.png",
                                 "figures/figure3.pdf"]),
+    "05_tuning": ({**SMALL_RUN, "n_splits": 2}, ["tables/table7.csv", "tables/table7.md", "tables/tuning_grid.csv",
+                  "tables/tuning_grid.md", "tables/tuning_splits.csv", "tables/tuning_splits.md",
+                  "tables/claims_tuning.csv", "tables/claims_tuning.md"]),
+    "06_cost_sweep": ({k: v for k, v in SMALL_RUN.items() if k != "n_boot"},
+                      ["tables/cost_sweep.csv", "tables/cost_sweep.md", "tables/claims_cost_sweep.csv",
+                       "figures/cost_sweep.png", "figures/cost_sweep.pdf"]),
+    "07_plan_search": ({"n_tasks": 30, "n_sample": 12, "n_jobs": 1},
+                       ["tables/plan_search.csv", "tables/plan_search.md", "tables/claims_plan_search.csv",
+                        "tables/claims_plan_search.md"]),
+    "10_splits": ({**SMALL_RUN, "n_splits": 3}, ["tables/splits.csv", "tables/splits.md", "tables/splits_claims.csv",
+                  "tables/splits_claims.md", "tables/splits_corpora.csv", "tables/splits_corpora.md",
+                  "tables/splits_verdicts.csv", "tables/splits_verdicts.md", "tables/claims_splits.csv",
+                  "tables/claims_splits.md", "figures/splits.png", "figures/splits.pdf"]),
     "08_effects": ({k: v for k, v in SMALL_RUN.items() if k != "n_boot"}, ["tables/effects.csv", "tables/effects.md", "data/traces/episode_example.jsonl"]),
 }
+
+
+# xdist groups (tests/conftest.py): a notebook's tests share its first execution, so they run together
+NOTEBOOK_GROUPS = {stem: f"notebook-{stem}" for stem in NOTEBOOKS}
+NOTEBOOK_GROUPS.update({
+    "test_00_corpus_matches_the_committed_table": "notebook-00_corpus",
+    "test_01_headline_content": "notebook-01_headline", "test_notebooks_share_one_session_cache": "notebook-01_headline",
+    "test_02_twins_content": "notebook-02_twins", "test_07_plan_search_content": "notebook-07_plan_search", "test_04_ablation_content": "notebook-04_ablation",
+    "test_08_effects_content": "notebook-01_headline",
+})
+NOTEBOOK_GROUPS["08_effects"] = "notebook-01_headline"  # shares the session cache test with 01
 
 
 def test_every_notebook_is_covered():
@@ -166,3 +190,13 @@ def test_02_twins_content(executed):
     claims = read_table(out / "tables" / "claims_twins.csv").set_index("id")
     assert claims.index.is_unique and set(claims.verdict) <= {"reproduced", "same direction", "differs", "not run"}
     assert claims.loc["optimistic_paired_loss", "ours"] == pytest.approx(t4.loc["optimistic", "paired_loss"])
+
+
+def test_07_plan_search_content(executed):
+    out = executed("07_plan_search")
+    t = read_table(out / "tables" / "plan_search.csv")
+    assert len(t) == 12 and (t.plans == 1215).all()
+    assert set(t.archetype) == {x.archetype for x in fb.make_corpus(n_tasks=30).tasks}
+    assert set(t.archetype[t.beaten]) <= {"late_chargeback"} and not t.double_charge.any()
+    claims = read_table(out / "tables" / "claims_plan_search.csv").set_index("id")
+    assert claims.loc["reference_beaten", "ours"] == t.beaten.sum()

@@ -1,0 +1,387 @@
+"""The headline on many corpora: how far each of its numbers and claims moves between draws of the generator
+(SPEC §10, "splits").
+
+Table II and the headline's claims records are recomputed on the public split
+and on regenerated corpora (the paper's regenerated split, `REGEN_SEED`, and
+further ones derived from it, `finbench.splitseeds`). The headline's own
+functions do the work: the notebook passes them in, since an experiment module
+never imports another.
+
+Notebook `10_splits`:
+
+    run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
+    values, verdicts = splits.across(run, split_seeds(n_splits, regen_seed), table2=headline.table2,
+                                     table3=headline.table3, table3_gap=headline.table3_gap,
+                                     claims=headline.claims)
+    spread, counts = splits.spread(values, verdicts), splits.claim_counts(verdicts)
+    claims = splits.claims(counts)
+
+A claim *holds* on a corpus when its verdict there is "reproduced" (inside the
+paper's interval or the claim's tolerance; for a qualitative claim, it holds);
+its *direction holds* when the verdict is "reproduced" or "same direction".
+Both counts are reported, with the count of every verdict.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from finbench.claims import VERDICTS, Claim, claims_frame
+from finbench.policy_refs import policy_order
+from finbench.run import corpus_for
+
+NAME = "splits"
+GATE = "finality_gate"
+
+CELLS: dict[str, tuple[str, str, int]] = {
+    "gate_exact": (GATE, "exact_pct", 1),
+    "gate_gap": (GATE, "mean_gap", 1),
+    "gate_passk": (GATE, "passk_pct", 1),
+    "optimistic_exact": ("optimistic", "exact_pct", 1),
+    "react_exact": ("react", "exact_pct", 1),
+    "react_passk": ("react", "passk_pct", 1),
+    "sop_exact": ("sop", "exact_pct", 1),
+    "sop_passk": ("sop", "passk_pct", 1),
+    "reference_premature": ("finality_oracle", "premature_pct", 1),
+    "gate_minus_react": ("react", "diff_to_gate", -1),
+}
+"""Headline claim id -> the Table II cell its number is (policy, column, sign: the paper reports
+gate - ReAct, Table II holds ReAct - gate). Only where the paper's value attaches; the value itself
+is always taken from the claims record, and `across` checks the record's number is that cell."""
+
+METRICS = (("exact_pct", "exact %"), ("mean_gap", "mean gap $"), ("passk_pct", "pass^k %"),
+           ("premature_pct", "premature-irreversible %"), ("diff_to_gate", "mean gap - gate's $"))
+"""Table II's columns, in its order (pass^k: k = min(5, seeds))."""
+INTERVALS = {"exact_pct": ("exact_lo", "exact_hi"), "mean_gap": ("gap_lo", "gap_hi"),
+             "diff_to_gate": ("diff_lo", "diff_hi")}
+__all__ = ["CELLS", "METRICS", "across", "claim_counts", "claims", "counts_markdown", "figure", "notes", "spread",
+           "spread_markdown", "verdicts_markdown"]
+
+
+def _k(t2: pd.DataFrame) -> int:
+    return int(next(c for c in t2.columns if c.startswith("pass") and c.endswith("_pct"))[4:-4])
+
+
+def _check_cells(t2: pd.DataFrame, frame: pd.DataFrame, where: str) -> None:
+    """Every mapped claim's number must be its Table II cell (else the headline changed under us)."""
+    t = t2.set_index("policy")
+    for r in frame.itertuples():
+        if r.id not in CELLS or math.isnan(r.ours):
+            continue
+        policy, col, sign = CELLS[r.id]
+        cell = sign * float(t.loc[policy, col])
+        if not math.isclose(cell, r.ours, rel_tol=1e-12, abs_tol=1e-9):
+            raise ValueError(f"splits: claim {r.id!r} on {where} is {r.ours}, but its Table II cell "
+                             f"({policy}, {col}) gives {cell}; update splits.CELLS")
+
+
+def across(run, seeds, *, table2, table3, table3_gap, claims) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table II and the headline's claims on the public split and on each regenerated corpus.
+
+    Args:
+        run: the public split's `Run` (seeds, profile, costs, policies, bootstrap, execution);
+            each regenerated corpus replaces its corpus and has as many tasks.
+        seeds: master seeds of the regenerated corpora (`splitseeds.split_seeds(n, regen_seed)`).
+        table2: `f(episodes, run) -> Table II` (the headline's `table2`).
+        table3, table3_gap: `f(episodes) -> table` (the headline's).
+        claims: `f(t2, t3, t3_gap) -> [Claim]` (the headline's `claims`).
+
+    Returns:
+        `(values, verdicts)`. `values`: one row per (corpus, policy), columns `split` (0 the
+        public split, 1 the first seed, ...), `kind` ("public" or "regenerated"),
+        `master_seed`, `corpus` (fingerprint), then Table II's columns with `pass{k}_pct`
+        named `passk_pct`. `verdicts`: one row per (corpus, claim): the same four columns,
+        then `id`, `claim`, `paper`, `paper_lo`, `paper_hi`, `ours`, `holds`, `verdict`, `source`.
+
+    Raises:
+        ValueError: a seed repeats or is the public split's; a claim's number is not its Table II cell.
+    """
+    seeds = [int(s) for s in seeds]
+    if len(set(seeds)) != len(seeds) or run.corpus.master_seed in seeds:
+        raise ValueError(f"splits: seeds must be distinct and differ from the public split's "
+                         f"({run.corpus.master_seed}), got {seeds}")
+    corpora = [run.corpus, *(corpus_for(s, len(run.corpus)) for s in seeds)]
+    values, verdicts = [], []
+    for i, corpus in enumerate(corpora):
+        r = run.replace(corpus=corpus)
+        df = r.evaluate()
+        t2 = table2(df, r)
+        recs = claims_frame(claims(t2, table3(df), table3_gap(df)))
+        head = {"split": i, "kind": "public" if i == 0 else "regenerated", "master_seed": corpus.master_seed,
+                "corpus": corpus.fingerprint}
+        t2 = t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"})
+        _check_cells(t2, recs, f"corpus {corpus.fingerprint}")
+        values.append(pd.DataFrame({**head, **{c: t2[c] for c in t2.columns}}))
+        keep = ["id", "claim", "paper", "paper_lo", "paper_hi", "ours", "holds", "verdict", "source"]
+        verdicts.append(pd.DataFrame({**head, **{c: recs[c] for c in keep}}))
+    return pd.concat(values, ignore_index=True), pd.concat(verdicts, ignore_index=True)
+
+
+def _paper(verdicts: pd.DataFrame) -> dict[tuple[str, str], dict]:
+    """(policy, column) -> the paper's value, interval and claim id, from the public split's records."""
+    pub = verdicts[verdicts["split"] == 0].set_index("id")
+    out = {}
+    for cid, (policy, col, sign) in CELLS.items():
+        if cid not in pub.index:
+            continue
+        r = pub.loc[cid]
+        lo, hi = sign * r["paper_lo"], sign * r["paper_hi"]
+        out[(policy, col)] = {"claim_id": cid, "paper": sign * r["paper"], "paper_lo": min(lo, hi),
+                              "paper_hi": max(lo, hi)}
+    return out
+
+
+def spread(values: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per headline number (policy x Table II column): the paper, the public split, and the spread
+    over the regenerated corpora.
+
+    Returns:
+        One row per (policy, metric), policies in SPEC's order, metrics as `METRICS`:
+        `policy`, `metric`, `label`; `claim_id`, `paper`, `paper_lo`, `paper_hi` (from the
+        headline's claims records, NaN where the paper gives no value; gate - ReAct shown as
+        ReAct - gate, negated with its interval); `public` with `public_lo`/`public_hi` (Table
+        II's 95% bootstrap interval, where it has one); over the N regenerated corpora `n`,
+        `min`, `range_lo` and `range_hi` (2.5th and 97.5th percentiles, linear interpolation),
+        `median`, `max`, `mean`, `sd`; `inside_public_ci` (corpora whose value lies in the public
+        split's interval).
+    """
+    paper = _paper(verdicts)
+    pub = values[values["split"] == 0].set_index("policy")
+    reg = values[values["split"] > 0]
+    rows = []
+    for policy in policy_order(values["policy"]):
+        mine = reg[reg["policy"] == policy]
+        for col, label in METRICS:
+            v = mine[col].to_numpy(dtype=float)
+            lo_c, hi_c = INTERVALS.get(col, (None, None))
+            plo = float(pub.loc[policy, lo_c]) if lo_c else math.nan
+            phi = float(pub.loc[policy, hi_c]) if hi_c else math.nan
+            p = paper.get((policy, col), {})
+            rows.append({
+                "policy": policy, "metric": col, "label": label,
+                "claim_id": p.get("claim_id", ""), "paper": p.get("paper", math.nan),
+                "paper_lo": p.get("paper_lo", math.nan), "paper_hi": p.get("paper_hi", math.nan),
+                "public": float(pub.loc[policy, col]), "public_lo": plo, "public_hi": phi,
+                "n": len(v), "min": v.min(), "range_lo": np.quantile(v, 0.025), "median": np.median(v),
+                "range_hi": np.quantile(v, 0.975), "max": v.max(), "mean": v.mean(),
+                "sd": v.std(ddof=1) if len(v) > 1 else math.nan,
+                "inside_public_ci": int(((v >= plo - 1e-9) & (v <= phi + 1e-9)).sum()) if lo_c else -1,
+            })
+    return pd.DataFrame(rows)
+
+
+def claim_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per headline claim (by id, in the headline's order): its verdict on the public split and how
+    many regenerated corpora give each verdict.
+
+    Returns:
+        `id`, `claim`, `paper`, `paper_lo`, `paper_hi`, `public_ours`, `public_verdict`, `n`
+        (regenerated corpora), one count per verdict (`reproduced`, `same_direction`, `differs`,
+        `not_run`), `holds` (= reproduced), `direction_holds` (reproduced + same direction),
+        and over the regenerated corpora `ours_min`, `ours_median`, `ours_max` (NaN for a
+        qualitative claim).
+    """
+    pub = verdicts[verdicts["split"] == 0].set_index("id")
+    reg = verdicts[verdicts["split"] > 0]
+    rows = []
+    for cid in dict.fromkeys(verdicts["id"]):
+        mine = reg[reg["id"] == cid]
+        n = {v: int((mine["verdict"] == v).sum()) for v in VERDICTS}
+        ours = mine["ours"].to_numpy(dtype=float)
+        numeric = len(ours) and not np.isnan(ours).all()
+        first = verdicts[verdicts["id"] == cid].iloc[0]
+        rows.append({
+            "id": cid, "claim": first["claim"], "paper": first["paper"], "paper_lo": first["paper_lo"],
+            "paper_hi": first["paper_hi"],
+            "public_ours": pub.loc[cid, "ours"] if cid in pub.index else math.nan,
+            "public_verdict": pub.loc[cid, "verdict"] if cid in pub.index else "not run",
+            "n": len(mine), **{v.replace(" ", "_"): n[v] for v in VERDICTS},
+            "holds": n["reproduced"], "direction_holds": n["reproduced"] + n["same direction"],
+            "ours_min": np.nanmin(ours) if numeric else math.nan,
+            "ours_median": np.nanmedian(ours) if numeric else math.nan,
+            "ours_max": np.nanmax(ours) if numeric else math.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def _majority(r) -> str:
+    """The verdict a claim earns across corpora: reproduced if it is on more than half, else same
+    direction if its direction holds on more than half, else differs (not run if nowhere run)."""
+    if r.n == 0 or r.not_run == r.n:
+        return "not run"
+    if r.reproduced > r.n / 2:
+        return "reproduced"
+    if r.direction_holds > r.n / 2:
+        return "same direction"
+    return "differs"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def claims(counts: pd.DataFrame) -> list[Claim]:
+    """One record per headline claim: the paper's value beside ours across the regenerated corpora.
+
+    `ours` is the median over the regenerated corpora (NaN for a qualitative claim, whose
+    `holds` says whether it holds on more than half); the verdict is the majority rule of
+    `_majority`, and `measured` gives every count.
+    """
+    out = []
+    for r in counts.itertuples(index=False):
+        verdict = _majority(r)
+        tally = (f"reproduced on {r.reproduced}, same direction on {r.same_direction}, differs on {r.differs}"
+                 + (f", not run on {r.not_run}" if r.not_run else "") + f" of {r.n} regenerated corpora")
+        qual = math.isnan(r.ours_median)
+        measured = tally if qual else (f"median {_fmt(r.ours_median)} (range {_fmt(r.ours_min)} .. "
+                                       f"{_fmt(r.ours_max)}); {tally}")
+        measured += f"; public split: {r.public_verdict}"
+        out.append(Claim(NAME, r.id, f"{r.claim} (across regenerated corpora)", float(r.paper),
+                         float(r.paper_lo), float(r.paper_hi), float(r.ours_median),
+                         (r.reproduced > r.n / 2) if qual and verdict != "not run" else None, verdict,
+                         "the verdict on more than half of the corpora (reproduced, else reproduced or same "
+                         "direction, else differs); per corpus the headline's own interval, tolerance and "
+                         "direction", measured, "tables/splits_claims.csv"))
+    return out
+
+
+# --- renderings ------------------------------------------------------------------------
+
+def _ci(x, lo, hi) -> str:
+    if math.isnan(x):
+        return ""
+    return f"{x:.2f}" if math.isnan(lo) else f"{x:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def spread_markdown(sp: pd.DataFrame, k: int | None = None) -> pd.DataFrame:
+    """The human rendering of `spread` (pass^k's label with its k, if given)."""
+    label = sp["label"] if k is None else sp["label"].str.replace("pass^k", f"pass^{k}", regex=False)
+    return pd.DataFrame({
+        "policy": sp["policy"], "number": label,
+        "paper": [_ci(*v) for v in zip(sp["paper"], sp["paper_lo"], sp["paper_hi"])],
+        "public [95% CI]": [_ci(*v) for v in zip(sp["public"], sp["public_lo"], sp["public_hi"])],
+        "regenerated: median": sp["median"].map(_fmt),
+        "min .. max": [f"{a:.2f} .. {b:.2f}" for a, b in zip(sp["min"], sp["max"])],
+        "95% range": [f"{a:.2f} .. {b:.2f}" for a, b in zip(sp["range_lo"], sp["range_hi"])],
+        "in public CI": [f"{i} of {n}" if i >= 0 else "" for i, n in zip(sp["inside_public_ci"], sp["n"])],
+    })
+
+
+def counts_markdown(counts: pd.DataFrame) -> pd.DataFrame:
+    """Per claim: the paper, the public verdict, and the verdict counts over the regenerated corpora."""
+    paper = ["qualitative" if math.isnan(p) else (f"{p:g}" if math.isnan(lo) else f"{p:g} [{lo:g}, {hi:g}]")
+             for p, lo, hi in zip(counts["paper"], counts["paper_lo"], counts["paper_hi"])]
+    ours = ["" if math.isnan(m) else f"{m:.2f} ({a:.2f} .. {b:.2f})"
+            for m, a, b in zip(counts["ours_median"], counts["ours_min"], counts["ours_max"])]
+    return pd.DataFrame({
+        "id": counts["id"], "claim": counts["claim"], "paper": paper, "public": counts["public_verdict"],
+        "reproduced": [f"{a} of {n}" for a, n in zip(counts["reproduced"], counts["n"])],
+        "same direction": counts["same_direction"], "differs": counts["differs"],
+        "direction holds": [f"{a} of {n}" for a, n in zip(counts["direction_holds"], counts["n"])],
+        "ours over corpora: median (min .. max)": ours,
+    })
+
+
+_CODE = {"reproduced": "R", "same direction": "S", "differs": "D", "not run": "-"}
+
+
+def verdicts_markdown(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Claims (rows) x corpora (columns, by split number): R reproduced, S same direction, D differs, - not run."""
+    wide = verdicts.assign(code=verdicts["verdict"].map(_CODE)).pivot(index="id", columns="split", values="code")
+    wide = wide.reindex(index=list(dict.fromkeys(verdicts["id"])))
+    wide.columns = ["public" if c == 0 else str(c) for c in wide.columns]
+    return wide.reset_index()
+
+
+def notes(values: pd.DataFrame, counts: pd.DataFrame, sp: pd.DataFrame, claims_list: list | None = None) -> list[str]:
+    """Markdown notes: the corpora, how counts and ranges are defined, and the claims."""
+    reg = values[values["split"] > 0].drop_duplicates("split")
+    n = len(reg)
+    lines = [
+        f"Corpora: the public split (split 0, master seed {values.loc[values['split'] == 0, 'master_seed'].iloc[0]})"
+        f" and {n} regenerated corpora: split 1 is the paper's regenerated split (master seed "
+        f"{reg['master_seed'].iloc[0]}), splits 2..{n} are derived from it (`finbench.splitseeds`).",
+        "",
+        "Spread: over the regenerated corpora; the 95% range is the 2.5th to 97.5th percentile of their values "
+        f"(linear interpolation; with {n} corpora it lies close to the min and max). 'In public CI': regenerated "
+        "corpora whose value lies inside the public split's own 95% bootstrap interval (over units), i.e. how "
+        "well one corpus's interval describes another draw of the generator. Paper values and intervals come "
+        "from the headline's claims records.",
+        "",
+        "A claim holds on a corpus when its verdict there is reproduced; its direction holds when the verdict is "
+        "reproduced or same direction. Counts are over the regenerated corpora; the public split's verdict is "
+        "beside them.",
+        "",
+    ]
+    if claims_list:
+        lines += ["Across corpora (claims_splits: the verdict on more than half of the corpora):", ""]
+        lines += [f"- {c.verdict}: {c.claim} ({c.measured})" for c in claims_list]
+    return lines
+
+
+# --- figure ----------------------------------------------------------------------------
+
+def figure(sp: pd.DataFrame, values: pd.DataFrame, k: int | None = None):
+    """Per policy, the spread over the regenerated corpora of exact %, pass^k % and mean gap $.
+
+    Each regenerated corpus is a grey dot, the median a black bar; the public split is a
+    blue diamond; the paper's value a red cross with its interval where it gives one.
+
+    Returns:
+        The figure (constrained layout, at the PNG's dpi).
+    """
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from finbench.plotting import PNG_DPI
+
+    order = policy_order(values["policy"])
+    panels = [("exact_pct", "exact % (higher is better)"),
+              ("passk_pct", f"pass^{k if k else 'k'} % (higher is better)"),
+              ("mean_gap", "mean gap $ (lower is better)")]
+    colors = sns.color_palette("colorblind")
+    pub_c, paper_c = colors[0], colors[3]
+    y = np.arange(len(order))
+    reg = values[values["split"] > 0]
+    n = reg["split"].nunique()
+    # deterministic vertical offsets, one per corpus, so equal values do not hide each other
+    offs = (np.arange(n) - (n - 1) / 2) / max(n, 1) * 0.5
+    fig, axes = plt.subplots(1, 3, figsize=(11, 0.42 * len(order) + 1.9), layout="constrained", sharey=True,
+                             dpi=PNG_DPI)
+    s = sp.set_index(["policy", "metric"])
+    for ax, (col, title) in zip(axes, panels):
+        for i, p in enumerate(order):
+            v = reg.loc[reg["policy"] == p].sort_values("split")[col].to_numpy(dtype=float)
+            ax.scatter(v, np.full(len(v), i) + offs[:len(v)], s=7, color="0.55", alpha=0.8, lw=0, zorder=2,
+                       label=f"regenerated corpora ({n})" if i == 0 else None)
+            med = s.loc[(p, col), "median"]
+            ax.plot([med, med], [i - 0.3, i + 0.3], color="black", lw=1.4, zorder=3,
+                    label="median over regenerated" if i == 0 else None)
+            ax.plot([s.loc[(p, col), "public"]], [i], "D", color=pub_c, ms=5, zorder=4, clip_on=False,
+                    label="public split" if i == 0 else None)
+        have = [(i, p) for i, p in enumerate(order) if not math.isnan(s.loc[(p, col), "paper"])]
+        for j, (i, p) in enumerate(have):
+            r = s.loc[(p, col)]
+            if not math.isnan(r["paper_lo"]):
+                ax.plot([r["paper_lo"], r["paper_hi"]], [i + 0.3, i + 0.3], color=paper_c, lw=1.2, zorder=4)
+            ax.plot([r["paper"]], [i + 0.3], "X", color=paper_c, ms=6, zorder=5, clip_on=False,
+                    label="paper (with its interval)" if j == 0 else None)
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(axis="both", labelsize=8)
+        ax.grid(axis="y", visible=False)
+        for i in y[1::2]:
+            ax.axhspan(i - 0.5, i + 0.5, color="0.95", zorder=0)
+    axes[0].set_yticks(y, order)
+    axes[0].set_ylim(len(order) - 0.5, -0.5)
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), fontsize=8, frameon=False,
+               title="The headline across corpora: each policy on the public split and on regenerated corpora",
+               title_fontsize=10)
+    return fig

@@ -1,0 +1,238 @@
+"""Plan search (SPEC §10): open-loop plans, the stratified sample, the search against the reference,
+a planted weak reference it must find, fault invariance of a plan's position, and the claims."""
+import collections
+import dataclasses
+
+import pandas as pd
+import pytest
+
+import finbench as fb
+from finbench import constants as C
+from finbench.claims import claims_frame
+from finbench.corpus import Corpus
+from finbench.env import reference_position, run_episode
+from finbench.errors import FinbenchError, PolicyError
+from finbench.experiments import plan_search as PS
+from finbench.faults import FaultProfile
+from finbench.plans import ACTIONS, N_PLANS, RETRIES, WAITS, Plan, all_plans, plan_label, plan_ref
+from finbench.policies import FinalityOracle
+from finbench.policy_refs import as_ref, parse_label
+from finbench.reporting import read_table
+from finbench.run import Run
+from finbench.runner import evaluate
+
+
+@pytest.fixture(scope="module")
+def run():
+    return Run.make(seeds=[0], policies=["finality_oracle"], cache=False)
+
+
+@pytest.fixture(scope="module")
+def searched(run):
+    """Every plan on a 12-task stratified sample of the public corpus (14,580 episodes)."""
+    tasks = PS.sample_tasks(run.corpus, 12, seed=0)
+    return tasks, PS.search(run, tasks)
+
+
+def _pick(corpus, archetype, outcome=None, k=1):
+    return [t for t in corpus.tasks if t.archetype == archetype and outcome in (None, t.outcome)][:k]
+
+
+# --- (d) the plans -----------------------------------------------------------------------
+
+def test_all_plans_are_1215_distinct_labels_that_round_trip():
+    plans = list(all_plans())
+    labels = [plan_label(k) for k in plans]
+    assert len(plans) == N_PLANS == 1215 == len(WAITS) * len(RETRIES) * len(WAITS) * len(ACTIONS)
+    assert len(set(labels)) == 1215
+    assert plans == list(all_plans())  # a fixed order
+    assert WAITS[0] == 0 and WAITS[-1] == C.SHIP_BY - C.HANDOVER and len(set(WAITS)) == 9
+    for k, label in zip(plans, labels):
+        assert parse_label(label) == ("plan", k)
+        ref = plan_ref(k)
+        assert ref.label == label and ref == as_ref(label)  # the same label and cache identity as the string
+        assert ref.make().knobs == k
+
+
+def test_a_plan_reads_nothing_and_calls_what_it_says():
+    p = Plan(first=60, retry="fresh", second=120, action="ship")
+    p.begin({"order_id": "o", "order_value": 1.0})
+    calls = [p.act(obs) for obs in (None, {"garbage": 1}, "x", 42, {})]
+    assert calls == [("wait", {"order_id": "o", "ticks": 60}),
+                     ("retry_capture", {"order_id": "o", "idempotency_key": "key-2"}),
+                     ("wait", {"order_id": "o", "ticks": 120}), ("ship", {"order_id": "o"}),
+                     ("close", {"order_id": "o"})]
+    assert Plan(0, "none", 0, "refund").calls() == [("refund", {})]
+    assert Plan(0, "original", 0, "close").calls() == [("retry_capture", {"idempotency_key": "key-1"}),
+                                                      ("close", {})]
+    for bad in ({"first": -1}, {"second": 601}, {"retry": "twice"}, {"action": "wait"}, {"first": 1.5}):
+        with pytest.raises(PolicyError):
+            fb.get_policy("plan", **bad)
+
+
+def test_a_plan_label_goes_through_evaluate_like_any_policy(run):
+    task = _pick(run.corpus, "pending_settle")[0]
+    label = "plan[first=60,retry=fresh,second=120,action=ship]"
+    df = evaluate(Corpus((task,), run.corpus.master_seed), [label], seeds=[0], cache=False)
+    assert list(df.policy) == ["plan[action=ship,first=60,retry=fresh,second=120]"]
+    res = run_episode(task, label, 0)
+    assert [(t, tool) for t, tool, _, _ in res.actions] == [(120, "wait"), (180, "retry_capture"),
+                                                            (181, "wait"), (301, "ship")]
+    assert df.position[0] == res.position
+    # a fresh key on an order that settles charges twice: the second payment is a liability
+    assert res.loss_breakdown["liability"] == task.order_value and res.gap > 0
+    # past the deadline the ship fails and the plan closes the case
+    late = run_episode(task, Plan(480, "none", 0, "ship"), 0)
+    assert late.disposition == "close" and "error" in late.actions[1][3]
+
+
+# --- the sample --------------------------------------------------------------------------
+
+def test_the_sample_is_stratified_fixed_and_in_corpus_order(run):
+    tasks = PS.sample_tasks(run.corpus, 40, seed=0)
+    counts = collections.Counter(t.archetype for t in tasks)
+    assert counts == {"settled_clean": 6, "lost_settlement": 5, "stale_processor": 4, "pending_settle": 5,
+                      "pending_fail": 5, "unresolvable": 5, "duplicate_settlement": 4, "partial_ledger": 4,
+                      "late_chargeback": 2}
+    assert tasks == PS.sample_tasks(run.corpus, 40, seed=0)
+    assert tasks != PS.sample_tasks(run.corpus, 40, seed=1)
+    index = {t.task_id: i for i, t in enumerate(run.corpus.tasks)}
+    order = [index[t.task_id] for t in tasks]
+    assert order == sorted(order) and len(set(order)) == 40
+    small = fb.make_corpus(n_tasks=30)
+    assert {t.archetype for t in PS.sample_tasks(small, 12, 0)} == {t.archetype for t in small.tasks}
+    for n in (8, 322):
+        with pytest.raises(FinbenchError):
+            PS.sample_tasks(run.corpus, n, 0)
+
+
+# --- (a) the search on a sample ----------------------------------------------------------
+
+def test_the_reference_is_beaten_only_on_late_chargeback_and_never_by_charging_twice(searched):
+    tasks, table = searched
+    assert list(table.task_id) == [t.task_id for t in tasks] and (table.plans == 1215).all()
+    late = table.archetype == "late_chargeback"
+    assert late.sum() >= 1
+    assert (table.beaten == late).all()  # every late_chargeback task, and nothing else
+    assert not table.double_charge.any() and table.double_charge_gain.max() <= 0.005
+    for r in table[late].itertuples():
+        # the reference ships and the chargeback takes the money back (-cogs - fee); refunding
+        # after the settlement and before the chargeback ends level (0): the margin is cogs + fee
+        assert r.reference_position == pytest.approx(-0.6 * r.order_value - 25.0)
+        assert r.best_position == 0.0 and r.margin == pytest.approx(0.6 * r.order_value + 25.0)
+        assert parse_label(r.best_plan)[1]["action"] == "refund"
+    assert (table.reference_position == [reference_position(t, fb.Costs()) for t in tasks]).all()
+    # the best plan, replayed on its own through run_episode, lands where the search says
+    for t, r in zip(tasks, table.itertuples()):
+        assert run_episode(t, r.best_plan, 0).position == r.best_position
+    b = PS.beaten(table)
+    assert list(b.task_id) == list(table.task_id[late]) and (b.margin > 0).all()
+
+
+# --- (b) a planted weak reference -------------------------------------------------------
+
+class RefundsUnresolvable(FinalityOracle):
+    """The paper's first defect, planted: on a case determined only after the deadline whose
+    capture will settle, it refunds instead of shipping now."""
+
+    name = "weak_oracle"
+
+    def begin(self, brief, resolution=None):
+        super().begin(brief, resolution)
+        if resolution["outcome"] == "settled" and resolution["determined_at"] > C.SHIP_BY:
+            self.plan = [("refund", {})]
+
+
+def test_the_search_finds_a_planted_weak_reference(run):
+    c = run.corpus
+    weak = _pick(c, "unresolvable", "settled", 2)
+    control = _pick(c, "unresolvable", "failed") + _pick(c, "pending_settle") + _pick(c, "pending_fail")
+    tasks = weak + control
+    table = PS.search(run, tasks, reference=RefundsUnresolvable)
+    assert list(table.beaten) == [True, True, False, False, False]
+    for t, r in zip(weak, table.itertuples()):
+        # refunding before the money lands leaves it held with no goods behind it: -fee
+        assert r.reference_position == -25.0
+        knobs = parse_label(r.best_plan)[1]
+        assert knobs["action"] == "ship" and knobs["first"] + knobs["second"] < C.SHIP_BY - C.HANDOVER
+        assert r.margin == pytest.approx(0.4 * t.order_value + 25.0) and not r.double_charge
+    # the same tasks against the real reference: nothing beats it
+    true = PS.search(run, tasks)
+    assert not true.beaten.any()
+    assert (true.reference_position[2:] == table.reference_position[2:]).all()
+    named = PS.search(run, tasks, reference="finality_oracle", plans=[{"first": 0, "retry": "none", "second": 0,
+                                                                        "action": "close"}])
+    assert (named.reference_position == true.reference_position).all()
+
+
+# --- (c) a plan's position does not depend on the faults -----------------------------------
+
+SPREAD = [k for k in all_plans() if k["first"] in (0, 240, 480) and k["second"] in (0, 240, 480)]
+
+
+def test_a_plans_position_does_not_depend_on_the_fault_seed_or_profile(run):
+    tasks = PS.sample_tasks(run.corpus, 9, seed=3)  # one task of every archetype
+    sub = Corpus(tasks, run.corpus.master_seed)
+    refs = [plan_ref(k) for k in SPREAD]
+    arms = [(0, FaultProfile.none()), (0, FaultProfile.default()), (1, FaultProfile.default()),
+            (7, FaultProfile.default(0.9)), (2, FaultProfile.only("loss", "delay", intensity=1.0))]
+    frames = [evaluate(sub, refs, seeds=[s], profile=p, cache=False) for s, p in arms]
+    base = frames[0]
+    fired = [sum(f[f"fired_{fam}"].sum() for fam in C.FAMILIES) for f in frames]
+    assert fired[0] == 0 and min(fired[1:]) > 100  # the faults did fire, and often
+    for f in frames[1:]:
+        pd.testing.assert_series_equal(f.position, base.position)
+        pd.testing.assert_series_equal(f.calls, base.calls)
+    # and the search itself: the same table under another seed and profile
+    a = PS.search(run, tasks, plans=SPREAD)
+    b = PS.search(run.replace(seeds=(5,), profile=FaultProfile.default(0.9)), tasks, plans=SPREAD)
+    pd.testing.assert_frame_equal(a, b)
+
+
+# --- the premature rate and the claims -----------------------------------------------------
+
+def test_the_reference_is_premature_on_276_of_321_tasks(run):
+    prem = PS.premature(run.evaluate())
+    assert (prem["premature"], prem["episodes"]) == (276, 321)
+    with pytest.raises(FinbenchError):
+        PS.premature(run.evaluate().assign(policy="sop"))
+
+
+def test_claims_are_read_from_the_written_table(run, searched, tmp_path):
+    tasks, table = searched
+    prem = PS.premature(run.evaluate())
+    fb.publish(table, "plan_search", run, to=tmp_path, bootstrap=False, meta=PS.meta(tasks, 0, prem),
+               notes=PS.notes(table, prem))
+    read = read_table(tmp_path / "plan_search.csv")
+    again = PS.read_premature(tmp_path / "plan_search.csv")
+    assert again == prem
+    got = {c.id: c for c in PS.claims(read, again)}
+    pd.testing.assert_frame_equal(claims_frame(PS.claims(table, prem)), claims_frame(list(got.values())))
+    assert got["reference_beaten"].ours == (read.gap < -0.005).sum()
+    assert got["reference_premature"].ours == pytest.approx(100 * 276 / 321)
+    assert got["reference_premature"].verdict == "reproduced"
+    assert got["beaten_late_chargeback"].verdict == got["no_double_charge"].verdict == "reproduced"
+    md = (tmp_path / "plan_search.md").read_text()
+    assert "276 of 321" in md and "late_chargeback" in md
+
+
+def test_claims_fail_when_the_table_says_otherwise(searched):
+    _, table = searched
+    prem = {"premature": 276, "episodes": 321, "pct": 100 * 276 / 321}
+    other = table.archetype != "late_chargeback"
+    i = table.index[other][0]
+    wrong = table.copy()
+    wrong.loc[i, ["gap", "margin", "beaten"]] = [-10.0, 10.0, True]  # a beaten task of another archetype
+    got = {c.id: c for c in PS.claims(wrong, prem)}
+    assert got["beaten_late_chargeback"].verdict == "differs"
+    assert got["reference_beaten"].ours == table.beaten.sum() + 1
+    assert "(every beaten task is late_chargeback) does not hold" in got["reference_beaten"].basis
+    twice = table.copy()
+    twice.loc[twice.beaten, "double_charge"] = True
+    assert {c.id: c for c in PS.claims(twice, prem)}["no_double_charge"].verdict == "differs"
+    gain = table.copy()
+    gain.loc[i, "double_charge_gain"] = 100.0
+    assert {c.id: c for c in PS.claims(gain, prem)}["no_double_charge"].verdict == "differs"
+    low = {"premature": 100, "episodes": 321, "pct": 100 * 100 / 321}
+    assert {c.id: c for c in PS.claims(table, low)}["reference_premature"].verdict == "differs"
+    assert dataclasses.asdict(PS.claims(table, prem)[0])["experiment"] == "plan_search"

@@ -1,0 +1,201 @@
+"""Splits (issue 10): derived split seeds, the headline on several corpora, per-claim counts, spreads, the notebook."""
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import finbench as fb
+from finbench import constants as C
+from finbench.claims import VERDICTS, claims_frame
+from finbench.experiments import headline as H
+from finbench.experiments import splits as S
+from finbench.pipeline import run_notebook
+from finbench.reporting import read_table
+from finbench.splitseeds import regenerated_seeds, split_seeds
+
+ROOT = Path(__file__).resolve().parent.parent
+N_SPLITS = 3
+HEADLINE = {"table2": H.table2, "table3": H.table3, "table3_gap": H.table3_gap, "claims": H.claims}
+
+
+# --- split seeds -----------------------------------------------------------------------
+
+def test_split_seeds_are_distinct_and_never_the_public_or_regenerated_seed():
+    s = regenerated_seeds(500)
+    assert len(set(s)) == 500
+    assert C.PUBLIC_SEED not in s and C.REGEN_SEED not in s
+    assert all(isinstance(x, int) and 0 <= x < 2**32 for x in s)
+    assert split_seeds(3) == (C.REGEN_SEED, *s[:3])
+    # prefix-stable: fewer splits are the first of more (so notebooks share episodes)
+    assert regenerated_seeds(10) == s[:10] and regenerated_seeds(0) == ()
+    # another base gives other seeds, never the base itself
+    other = regenerated_seeds(20, base=7)
+    assert 7 not in other and not set(other) & set(s[:20])
+
+
+def test_split_seeds_are_the_same_in_another_process():
+    code = "from finbench.splitseeds import regenerated_seeds; print(list(regenerated_seeds(12)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "123", "PATH": ""})
+    assert out.stdout.strip() == str(list(regenerated_seeds(12)))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True, 10**6])
+def test_split_seeds_refuse_bad_counts(bad):
+    with pytest.raises(fb.FinbenchError):
+        regenerated_seeds(bad)
+
+
+# --- the headline on several corpora -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small():
+    run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=60, cache=False)
+    values, verdicts = S.across(run, split_seeds(N_SPLITS), **HEADLINE)
+    return run, values, verdicts
+
+
+def test_every_corpus_holds_table2_and_the_headline_claims(small):
+    run, values, verdicts = small
+    seeds = [C.PUBLIC_SEED, *split_seeds(N_SPLITS)]
+    assert sorted(values.split.unique()) == list(range(N_SPLITS + 2))
+    assert values.drop_duplicates("split").master_seed.tolist() == seeds
+    assert values.drop_duplicates("split").kind.tolist() == ["public"] + ["regenerated"] * (N_SPLITS + 1)
+    for s, fp in values.drop_duplicates("split")[["master_seed", "corpus"]].itertuples(index=False):
+        assert fp == fb.make_corpus(int(s), 30).fingerprint
+    assert (values.groupby("split").policy.apply(list) == [list(fb.POLICIES)] * (N_SPLITS + 2)).all()
+    ids = [c.id for c in H.claims(*_tables(run))]
+    assert (verdicts.groupby("split").id.apply(list) == [ids] * (N_SPLITS + 2)).all()
+
+
+def _tables(run):
+    df = run.evaluate()
+    return H.table2(df, run), H.table3(df), H.table3_gap(df)
+
+
+def _direct(run, seed):
+    r = run if seed is None else run.replace(corpus=fb.make_corpus(seed, len(run.corpus)))
+    t2, t3, t3g = _tables(r)
+    return t2, claims_frame(H.claims(t2, t3, t3g)).set_index("id")
+
+
+def test_per_claim_counts_equal_a_direct_recount(small):
+    run, _, verdicts = small
+    counts = S.claim_counts(verdicts).set_index("id")
+    direct: dict[str, Counter] = {}
+    for seed in split_seeds(N_SPLITS):
+        recs = _direct(run, seed)[1]
+        for cid, v in recs.verdict.items():
+            direct.setdefault(cid, Counter())[v] += 1
+    assert set(direct) == set(counts.index)
+    for cid, tally in direct.items():
+        row = counts.loc[cid]
+        assert row.n == N_SPLITS + 1
+        for v in VERDICTS:
+            assert row[v.replace(" ", "_")] == tally[v], (cid, v)
+        assert row.holds == tally["reproduced"]
+        assert row.direction_holds == tally["reproduced"] + tally["same direction"]
+    pub = _direct(run, None)[1]
+    assert (counts.public_verdict == pub.verdict.reindex(counts.index)).all()
+
+
+def test_spread_is_the_regenerated_corpora_values_beside_the_paper_records(small):
+    run, values, verdicts = small
+    sp = S.spread(values, verdicts).set_index(["policy", "metric"])
+    t2s = [_direct(run, s)[0].set_index("policy") for s in split_seeds(N_SPLITS)]
+    for policy in fb.POLICIES:
+        v = np.array([t.loc[policy, "mean_gap"] for t in t2s])
+        row = sp.loc[(policy, "mean_gap")]
+        assert row.n == len(v) and row["min"] == pytest.approx(v.min()) and row["max"] == pytest.approx(v.max())
+        assert row["median"] == pytest.approx(np.median(v))
+        assert row.range_lo == pytest.approx(np.quantile(v, 0.025))
+        inside = ((v >= row.public_lo - 1e-9) & (v <= row.public_hi + 1e-9)).sum()
+        assert row.inside_public_ci == inside
+    # the paper's values are the headline records', never retyped (gate - ReAct shown negated)
+    recs = _direct(run, None)[1]
+    gate = sp.loc[("finality_gate", "mean_gap")]
+    assert (gate.paper, gate.paper_lo, gate.paper_hi) == tuple(recs.loc["gate_gap", ["paper", "paper_lo", "paper_hi"]])
+    react = sp.loc[("react", "diff_to_gate")]
+    assert react.paper == -recs.loc["gate_minus_react", "paper"]
+    assert (react.paper_lo, react.paper_hi) == (-recs.loc["gate_minus_react", "paper_hi"],
+                                                -recs.loc["gate_minus_react", "paper_lo"])
+    assert np.isnan(sp.loc[("eager", "mean_gap"), "paper"])
+    assert sp.loc[("sop", "passk_pct"), "claim_id"] == "sop_passk"
+
+
+def test_a_claim_whose_number_is_not_its_table_cell_is_refused():
+    run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=20, cache=False)
+
+    def shifted(t2, t3, t3g):
+        return [c if c.id != "gate_exact" else c.__class__(**{**c.__dict__, "ours": c.ours + 1})
+                for c in H.claims(t2, t3, t3g)]
+
+    with pytest.raises(ValueError, match="gate_exact"):
+        S.across(run, split_seeds(1), **{**HEADLINE, "claims": shifted})
+    with pytest.raises(ValueError, match="distinct"):
+        S.across(run, [C.REGEN_SEED, C.REGEN_SEED], **HEADLINE)
+
+
+def test_claims_across_corpora_follow_the_majority():
+    def row(**kw):
+        base = {"id": "x", "claim": "c", "paper": 1.0, "paper_lo": np.nan, "paper_hi": np.nan, "public_ours": 1.0,
+                "public_verdict": "reproduced", "n": 5, "reproduced": 0, "same_direction": 0, "differs": 0,
+                "not_run": 0, "ours_min": 1.0, "ours_median": 1.0, "ours_max": 1.0}
+        base.update(kw)
+        base["holds"], base["direction_holds"] = base["reproduced"], base["reproduced"] + base["same_direction"]
+        return base
+
+    counts = pd.DataFrame([row(id="a", reproduced=3, differs=2), row(id="b", reproduced=2, same_direction=1,
+                                                                      differs=2),
+                           row(id="c", reproduced=2, differs=3), row(id="d", not_run=5)])
+    got = {c.id: c.verdict for c in S.claims(counts)}
+    assert got == {"a": "reproduced", "b": "same direction", "c": "differs", "d": "not run"}
+
+
+# --- the notebook ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory):
+    out = tmp_path_factory.mktemp("splits-nb")
+    run_notebook(ROOT / "notebooks" / "10_splits.ipynb",
+                 {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1, "n_splits": N_SPLITS,
+                  "cache_dir": str(out / "cache"), "tables_dir": str(out / "tables"),
+                  "figures_dir": str(out / "figures")}, out_dir=out / "nb")
+    return out
+
+
+def test_notebook_tables_agree_with_each_other(notebook):
+    t = notebook / "tables"
+    values, verdicts = read_table(t / "splits_corpora.csv"), read_table(t / "splits_verdicts.csv")
+    counts = read_table(t / "splits_claims.csv").set_index("id")
+    claims = read_table(t / "claims_splits.csv").set_index("id")
+    spread = read_table(t / "splits.csv").set_index(["policy", "metric"])
+    assert values.split.nunique() == N_SPLITS + 2
+    reg = verdicts[verdicts.split > 0]
+    recount = reg.groupby(["id", "verdict"]).size().unstack(fill_value=0)
+    for cid, row in counts.iterrows():
+        for v in VERDICTS:
+            assert row[v.replace(" ", "_")] == (recount.loc[cid, v] if v in recount.columns else 0)
+        assert f"reproduced on {row.reproduced}," in claims.loc[cid, "measured"]
+        assert claims.loc[cid, "paper"] == row.paper or (np.isnan(row.paper) and np.isnan(claims.loc[cid, "paper"]))
+    gaps = values[(values.split > 0) & (values.policy == "finality_gate")].mean_gap
+    assert spread.loc[("finality_gate", "mean_gap"), "median"] == pytest.approx(np.median(gaps))
+    assert spread.loc[("finality_gate", "mean_gap"), "paper"] == 31.37  # from the headline's record
+    assert (notebook / "figures" / "splits.png").stat().st_size > 10_000
+
+
+def test_neither_experiment_imports_another_experiment_module():
+    import ast
+
+    for name in ("splits", "tuning"):
+        tree = ast.parse((ROOT / "finbench" / "experiments" / f"{name}.py").read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not [m for m in imported if m.startswith("finbench.experiments")], name
+        froms = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "finbench"
+                 for a in n.names]
+        assert "experiments" not in froms, name

@@ -1,0 +1,190 @@
+"""Tuning transfer (issue 10): the grid, the tuned choice, degradations, the splits, the claims, the notebook."""
+import math
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import finbench as fb
+from finbench import constants as C
+from finbench.experiments import tuning as T
+from finbench.pipeline import run_notebook
+from finbench.reporting import read_table
+from finbench.splitseeds import split_seeds
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "05_tuning.ipynb"
+POLLS, PATIENCES = [5, 15, 30, 60, 120], [60, 180, 300, 420, 480]
+N_SPLITS = 2
+
+
+def _parameters() -> dict:
+    """The notebook's parameters cell, executed (it holds literals only)."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    scope: dict = {}
+    exec(cell.source, {}, scope)
+    return scope
+
+
+@pytest.fixture(scope="module")
+def small():
+    run = fb.Run.make(n_tasks=30, seeds=range(2), policies=T.policies(POLLS, PATIENCES), n_boot=100, cache=False)
+    public = run.evaluate()
+    grid = T.grid_table(public, run, POLLS, PATIENCES)
+    best = T.best(grid)
+    regen = T.regenerated(run, best, T.CONTROL, split_seeds(N_SPLITS))
+    per_split = T.splits_table(public, regen, best, T.CONTROL)
+    t7 = T.table7(public, regen, run, best, T.CONTROL, per_split)
+    return run, public, grid, best, regen, per_split, t7
+
+
+def test_the_notebook_grid_covers_at_least_five_by_five_distinct_configurations():
+    p = _parameters()
+    polls, pats = p["poll_intervals"], p["patiences"]
+    assert len(set(polls)) >= 5 and len(set(pats)) >= 5
+    g = T.grid_frame(polls, pats)
+    assert g.policy.nunique() == len(polls) * len(pats) >= 25
+    assert not g.duplicated(["poll_interval", "patience"]).any()
+    # the default is one of them, under the headline's own label
+    d = T.default_knobs()
+    assert d == {"poll_interval": 30, "patience": 180}
+    assert g.set_index(["poll_interval", "patience"]).loc[(30, 180), "policy"] == "sop"
+    assert p["regen_seed"] == C.REGEN_SEED and p["master_seed"] == C.PUBLIC_SEED and p["n_splits"] >= 10
+
+
+def test_grid_labels_carry_both_knobs_and_refuse_bad_axes():
+    assert T.config_label(15, 120) == "sop[patience=120,poll_interval=15]"
+    assert T.config_label(30, 180) == "sop"
+    with pytest.raises(ValueError, match="distinct"):
+        T.grid_frame([5, 5], [60])
+    with pytest.raises(fb.FinbenchError):
+        T.grid_frame([0], [60])  # the procedure itself refuses a zero poll interval
+    with pytest.raises(ValueError, match="control"):
+        T.policies([30], [180], control="sop")
+
+
+def test_every_configuration_is_measured_and_the_best_is_the_argmin(small):
+    run, public, grid, best, *_ = small
+    assert len(grid) == len(POLLS) * len(PATIENCES)
+    assert (grid.episodes == len(run.corpus) * len(run.seeds)).all()
+    direct = public.groupby("policy").gap.mean().reindex(grid.policy)
+    np.testing.assert_allclose(grid.mean_gap, direct.to_numpy(), rtol=1e-12)
+    lowest = grid.mean_gap.min()
+    first_lowest = grid.policy[(grid.mean_gap - lowest).abs() <= T.TIE].iloc[0]
+    assert best == first_lowest == grid.loc[grid.mean_gap.idxmin(), "policy"]
+    assert grid.best.sum() == 1 and grid.loc[grid.best, "rank"].item() == 1
+    assert sorted(grid["rank"]) == list(range(1, len(grid) + 1))
+    assert (grid.sort_values("rank").mean_gap.diff().dropna() >= 0).all()
+    d = grid.set_index("policy").loc["sop"]
+    assert d.diff_to_default == 0 and d.is_default
+
+
+def _fake_episodes(gaps: dict[str, float]) -> pd.DataFrame:
+    rows = [{"policy": p, "task_id": f"t{i}", "unit": f"t{i}", "seed": s, "gap": g + i, "exact": g + i <= 0.005,
+             "premature_irreversible": False} for p, g in gaps.items() for i in range(4) for s in range(2)]
+    return pd.DataFrame(rows)
+
+
+def test_ties_go_to_the_first_configuration_in_grid_order():
+    polls, pats = [10, 30], [180, 300]
+    labels = list(T.grid_frame(polls, pats).policy)  # (10,180) (10,300) (30,180)=sop (30,300)
+    gaps = dict(zip(labels, [50.0, 20.0, 40.0, 20.0]))
+    run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=20, cache=False)
+    grid = T.grid_table(_fake_episodes(gaps), run, polls, pats)
+    assert T.best(grid) == "sop[patience=300,poll_interval=10]"
+    assert list(grid.tied_with_best) == [False, True, False, True]
+    assert list(grid["rank"]) == [4, 1, 3, 2]
+
+
+def test_regenerated_splits_are_the_derived_corpora(small):
+    run, _, _, best, regen, per_split, _ = small
+    seeds = split_seeds(N_SPLITS)
+    assert list(per_split.master_seed) == list(seeds) and seeds[0] == C.REGEN_SEED
+    assert list(per_split.split) == list(range(N_SPLITS + 1))
+    for s, fp in zip(per_split.master_seed, per_split.corpus):
+        assert fp == fb.make_corpus(int(s), len(run.corpus)).fingerprint
+    assert set(regen.policy) == {"sop", best, "react"}
+    assert (regen.groupby(["split", "policy"]).size() == len(run.corpus) * len(run.seeds)).all()
+    with pytest.raises(ValueError, match="distinct"):
+        T.regenerated(run, best, "react", [C.PUBLIC_SEED])
+
+
+def test_degradation_is_regenerated_minus_public(small):
+    _, public, _, best, regen, per_split, t7 = small
+    pub = public.groupby("policy").gap.mean()
+    for role, p in (("default", "sop"), ("tuned", best), ("control", "react")):
+        for r in per_split.itertuples():
+            here = regen[(regen.split == r.split) & (regen.policy == p)].gap.mean()
+            assert getattr(r, f"{role}_gap") == pytest.approx(here, rel=1e-12)
+            assert getattr(r, f"{role}_degradation") == pytest.approx(here - pub[p], rel=1e-12, abs=1e-9)
+        row = t7.set_index("role").loc[role]
+        assert row.public_gap == pytest.approx(pub[p], rel=1e-12)
+        assert row.degradation == pytest.approx(row.regen_gap - row.public_gap, abs=1e-9)
+        assert row.degradation == pytest.approx(per_split.loc[0, f"{role}_degradation"], abs=1e-9)
+        assert row.degradation_lo <= row.degradation <= row.degradation_hi
+        # over splits: the mean and a 95% t-interval of the splits' degradations
+        v = per_split[f"{role}_degradation"].to_numpy()
+        half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+        assert row.splits == len(v) and row.splits_mean == pytest.approx(v.mean())
+        assert row.splits_t_lo == pytest.approx(v.mean() - half) and row.splits_t_hi == pytest.approx(v.mean() + half)
+        assert row.splits_min == v.min() and row.splits_max == v.max()
+    assert (per_split.tuned_beats_default == (per_split.tuned_gap < per_split.default_gap)).all()
+    assert t7.set_index("role").loc["tuned", "splits_beats_default"] == per_split.tuned_beats_default.sum()
+
+
+def test_public_interval_is_the_bootstrap_of_the_grid(small):
+    _, _, grid, best, _, _, t7 = small
+    g, t = grid.set_index("policy").loc[best], t7.set_index("role").loc["tuned"]
+    assert t.public_lo == pytest.approx(g.gap_lo) and t.public_hi == pytest.approx(g.gap_hi)
+
+
+def test_claims_are_computed_from_the_tables(small):
+    _, _, grid, _, _, per_split, t7 = small
+    claims = {c.id: c for c in T.claims(grid, t7, per_split)}
+    t = t7.set_index("role")
+    assert claims["tuned_degradation"].paper == 37.48 and claims["control_degradation"].paper == 3.85
+    assert claims["tuned_degradation"].ours == pytest.approx(t.loc["tuned", "degradation"])
+    assert claims["control_degradation"].ours == pytest.approx(t.loc["control", "degradation"])
+    assert claims["tuned_beats_default_regen"].holds == (t.loc["tuned", "regen_gap"] < t.loc["default", "regen_gap"])
+    k = int(per_split.tuned_beats_default.sum())
+    assert f"{k} of {len(per_split)}" in claims["tuned_beats_default_splits"].measured
+    more = t.loc["tuned", "degradation"] > t.loc["control", "degradation"]
+    for cid in ("tuned_degradation", "control_degradation"):
+        c = claims[cid]
+        if abs(c.ours - c.paper) > 0.25 * c.paper:
+            assert c.verdict == ("same direction" if more else "differs")
+
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tuning-nb")
+    run_notebook(NOTEBOOK, {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1, "n_splits": N_SPLITS,
+                            "poll_intervals": POLLS, "patiences": PATIENCES, "cache_dir": str(out / "cache"),
+                            "tables_dir": str(out / "tables"), "figures_dir": str(out / "figures")},
+                 out_dir=out / "nb")
+    return out / "tables"
+
+
+def test_notebook_values_come_from_the_published_tables(notebook):
+    t7 = read_table(notebook / "table7.csv").set_index("role")
+    grid = read_table(notebook / "tuning_grid.csv")
+    per_split = read_table(notebook / "tuning_splits.csv")
+    claims = read_table(notebook / "claims_tuning.csv").set_index("id")
+    assert len(grid) == 25 and grid.best.sum() == 1
+    assert t7.loc["tuned", "policy"] == grid.loc[grid.mean_gap.idxmin(), "policy"]
+    assert t7.loc["tuned", "public_gap"] == pytest.approx(grid.mean_gap.min())
+    np.testing.assert_allclose(t7.degradation, t7.regen_gap - t7.public_gap, atol=1e-8)
+    assert len(per_split) == N_SPLITS + 1 and per_split.master_seed.tolist() == list(split_seeds(N_SPLITS))
+    for role in ("default", "tuned", "control"):
+        np.testing.assert_allclose(per_split[f"{role}_degradation"],
+                                   per_split[f"{role}_gap"] - t7.loc[role, "public_gap"], atol=1e-8)
+    assert claims.loc["tuned_degradation", "ours"] == pytest.approx(t7.loc["tuned", "degradation"], rel=1e-9)
+    assert claims.loc["control_degradation", "ours"] == pytest.approx(t7.loc["control", "degradation"], rel=1e-9)
+    k = int(per_split.tuned_beats_default.sum())
+    assert f"on {k} of {N_SPLITS + 1}" in claims.loc["tuned_beats_default_splits", "measured"]
+    md = (notebook / "table7.md").read_text()
+    assert "split_seeds:" in md and fb.make_corpus(n_tasks=30).fingerprint in md
