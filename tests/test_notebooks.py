@@ -23,6 +23,8 @@ NOTEBOOKS = {
                                 "figures/figure1_passk.pdf"]),
     "02_twins": (SMALL_RUN, ["tables/table4.csv", "tables/table4.md", "tables/claims_twins.csv",
                              "tables/claims_twins.md", "figures/figure2.png", "figures/figure2.pdf"]),
+    "03_model_arm": ({"n_tasks": 30, "subset_size": 12}, ["tables/table5.csv", "tables/table5.md",
+                                                         "tables/claims_model_arm.csv", "tables/claims_model_arm.md"]),
     "04_ablation": (SMALL_RUN, ["tables/table6.csv", "tables/table6.md", "tables/table6_firings.csv",
                                 "tables/table6_families.csv", "tables/table6_families.md", "tables/interaction.csv",
                                 "tables/interaction.md", "tables/claims_ablation.csv", "figures/figure3.png",

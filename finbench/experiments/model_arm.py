@@ -1,0 +1,290 @@
+"""The model arm: Table V and its claims (SPEC §10; the paper's model-arm paragraphs).
+
+Language-model agents (`finbench.llm.ModelAgent`) play a stratified subset of
+the corpus (every archetype, whole twin pairs, a fixed seed), and
+`finality_gate` is recomputed on exactly the episodes each model played: its
+full-corpus figure comes from a different, harder task set.
+
+Notebook `03_model_arm`:
+
+    run = model_arm.subset_run(master_seed, n_tasks, subset_size, subset_seed, seeds=range(n_seeds))
+    if model and base_url:
+        model_arm.run_model(run, model, base_url, transcripts=..., api_key_env=...)   # resumable
+    models = model_arm.model_episodes(run, transcripts)     # every finished transcript on disk, replayed
+    t5 = model_arm.table5(run.evaluate(), models)
+    publish(t5, "table5", run, markdown=model_arm.table5_markdown(t5), notes=model_arm.notes(t5, ...))
+
+No model row is ever made up: a model appears only with episodes replayed from
+its transcripts; with none, Table V is the gate's row and a note saying so.
+"""
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from finbench.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, numeric
+from finbench.corpus import Corpus
+from finbench.llm import ModelAgent, ModelUnavailable, read_transcript
+from finbench.policy_refs import PolicyRef
+from finbench.run import Run, corpus_for
+
+GATE = "finality_gate"
+NAME = "model_arm"
+SOURCE = "tables/table5.csv"
+ZERO_GAP = 0.005  # the exactness tolerance of a single episode (EpisodeResult.exact)
+__all__ = ["claims", "model_episodes", "notes", "run_model", "stratified_subset", "subset_run", "table5",
+           "table5_markdown"]
+
+
+# --- the subset -------------------------------------------------------------------------
+
+def stratified_subset(corpus: Corpus, size: int = 60, seed: int = 0) -> Corpus:
+    """About `size` tasks: every stratum (the archetypes of a unit) kept, twin pairs whole.
+
+    Units are drawn per stratum, proportionally to the stratum's share of the
+    corpus's tasks and at least one unit each, from a generator keyed by
+    (`seed`, "model_arm"); the subset keeps the corpus's task order.
+
+    Raises:
+        ValueError: `size` is not a positive integer.
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"stratified_subset: size must be a positive integer, got {size!r}")
+    by_id = {t.task_id: t for t in corpus.tasks}
+    strata: dict[tuple, list[tuple[str, ...]]] = {}
+    for unit in corpus.units:
+        strata.setdefault(tuple(sorted({by_id[i].archetype for i in unit})), []).append(unit)
+    total = len(corpus)
+    salt = int.from_bytes(hashlib.sha256(b"model_arm").digest()[:4], "big")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), salt]))
+    chosen: set[str] = set()
+    for key in sorted(strata):
+        units = strata[key]
+        n_tasks = sum(len(u) for u in units)
+        want = max(1, round(size * n_tasks / total / (n_tasks / len(units))))
+        pick = rng.choice(len(units), size=min(want, len(units)), replace=False)
+        for i in sorted(pick):
+            chosen.update(units[i])
+    return Corpus(tuple(t for t in corpus.tasks if t.task_id in chosen), corpus.master_seed)
+
+
+def subset_run(master_seed: int, n_tasks: int, size: int = 60, subset_seed: int = 0, **kw) -> Run:
+    """A `Run` of `finality_gate` over `stratified_subset(make_corpus(master_seed, n_tasks), size, subset_seed)`."""
+    sub = stratified_subset(corpus_for(master_seed, n_tasks), size, subset_seed)
+    kw.setdefault("policies", [GATE])
+    return Run(sub, **kw)
+
+
+# --- model episodes ---------------------------------------------------------------------
+
+def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool) -> pd.DataFrame:
+    from finbench.runner import COLUMNS, _episode  # the runner's own episode: model rows have every column
+
+
+    ref = PolicyRef(agent.model, lambda: agent)
+    pairs = [(t, s) for t in run.corpus.tasks for s in run.seeds]
+    if only_finished:
+        pairs = [(t, s) for t, s in pairs if agent.finished(t.task_id, s)]
+    it = pairs
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(pairs, desc=f"{agent.model} episodes", leave=False)
+    rows = []
+    for task, seed in it:
+        agent.bind(task.task_id, seed)
+        try:
+            row = dict(zip(COLUMNS, _episode(task, ref, seed, run.profile, run.costs)))
+        except ModelUnavailable as e:
+            if only_finished:  # a transcript that no longer replays (the environment changed): not a row
+                print(f"note: {agent.model} {task.task_id} seed {seed}: transcript does not replay ({e})",
+                      file=sys.stderr)
+                continue
+            raise
+        agent.end({"position": row["position"], "gap": row["gap"], "exact": bool(row["exact"]),
+                   "disposition": row["disposition"], "n_calls": row["n_calls"]})
+        row["malformed"] = agent.malformed
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*COLUMNS, "malformed"])
+
+
+def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = "data/model_runs",
+              api_key_env: str = "OPENAI_API_KEY", progress: bool = True, **agent_kw) -> pd.DataFrame:
+    """Play every (task, seed) of `run` with a model at `base_url`; finished episodes are replayed, not asked.
+
+    Args:
+        run: the subset run (`subset_run`).
+        model, base_url: the model name and the OpenAI-compatible endpoint.
+        transcripts: the transcripts folder (`<transcripts>/<model>/...jsonl`).
+        api_key_env: the environment variable holding the key.
+        progress: a progress bar over episodes.
+        **agent_kw: passed to `ModelAgent` (temperature, max_retries, timeout, ...).
+
+    Returns:
+        Episode rows (the runner's columns plus `malformed`), policy = the model name.
+
+    Raises:
+        openai.APIError: the endpoint failed after the client's retries; the episodes
+            finished so far are kept and the next call resumes.
+    """
+    agent = ModelAgent(model, base_url, api_key_env=api_key_env, transcripts=transcripts, **agent_kw)
+    return _rows(run, agent, only_finished=False, progress=progress)
+
+
+def transcript_models(transcripts: str | Path) -> list[str]:
+    """The model names with at least one transcript under `transcripts` (from the headers), sorted."""
+    root = Path(transcripts)
+    names = set()
+    if root.is_dir():
+        for d in sorted(p for p in root.iterdir() if p.is_dir()):
+            for f in sorted(d.glob("*.jsonl")):
+                recs = read_transcript(f)
+                if recs and recs[0].get("kind") == "header":
+                    names.add(recs[0]["model"])
+                    break
+    return sorted(names)
+
+
+def model_episodes(run: Run, transcripts: str | Path = "data/model_runs", models: list[str] | None = None,
+                   progress: bool = False) -> pd.DataFrame:
+    """Every finished transcript on disk for `run`'s episodes, replayed (no request is made).
+
+    Only transcripts under the current system prompt, tools and sampling parameters
+    (their prompt hash) count. `models` restricts to those names (None: every model found).
+    """
+    frames = []
+    for model in (models if models is not None else transcript_models(transcripts)):
+        agent = ModelAgent(model, None, transcripts=transcripts)
+        df = _rows(run, agent, only_finished=True, progress=progress)
+        if len(df):
+            frames.append(df)
+    if not frames:
+        from finbench.runner import COLUMNS
+
+        return pd.DataFrame(columns=[*COLUMNS, "malformed"])
+    return pd.concat(frames, ignore_index=True)
+
+
+# --- Table V ----------------------------------------------------------------------------
+
+def _summary(rows: pd.DataFrame) -> dict:
+    arch = rows.groupby("archetype")["gap"].mean()
+    zero = sorted(a for a, g in arch.items() if g < ZERO_GAP)
+    return {
+        "episodes": len(rows), "tasks": rows["task_id"].nunique(),
+        "exact_pct": 100 * rows["exact"].astype(float).mean(), "mean_gap": rows["gap"].astype(float).mean(),
+        "probe_use_pct": 100 * (rows["probe_calls"] > 0).mean(), "wait_use_pct": 100 * (rows["wait_calls"] > 0).mean(),
+        "premature_pct": 100 * rows["premature_irreversible"].astype(float).mean(),
+        "archetypes": len(arch), "zero_gap_archetypes": len(zero), "zero_gap_list": ", ".join(zero),
+    }
+
+
+def table5(gate: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Table V: the gate on the whole subset, then one row per model with the gate on exactly its episodes.
+
+    Args:
+        gate: `finality_gate`'s episode rows on the subset (`run.evaluate()`).
+        models: model episode rows (`model_episodes`, `run_model`); may be empty.
+
+    Returns:
+        One row per policy: `policy`, `kind` ("reference policy" or "model"), `episodes`,
+        `tasks`, `exact_pct`, `mean_gap`, `probe_use_pct`, `wait_use_pct` (% of episodes
+        with at least one such call), `premature_pct`, `archetypes`, `zero_gap_archetypes`
+        (archetypes whose mean gap is zero) and `zero_gap_list`, `malformed_calls`, and
+        `gate_episodes`, `gate_exact_pct`, `gate_mean_gap`: the gate on exactly the same
+        (task, seed) episodes as the row.
+    """
+    g = gate[gate["policy"] == GATE]
+    rows = [{"policy": GATE, "kind": "reference policy", **_summary(g), "malformed_calls": 0,
+             "gate_episodes": len(g), "gate_exact_pct": 100 * g["exact"].astype(float).mean(),
+             "gate_mean_gap": g["gap"].astype(float).mean()}]
+    gi = g.set_index(["task_id", "seed"])
+    for model in sorted(models["policy"].unique()) if len(models) else []:
+        m = models[models["policy"] == model]
+        same = gi.loc[list(zip(m["task_id"], m["seed"]))]
+        rows.append({"policy": model, "kind": "model", **_summary(m), "malformed_calls": int(m["malformed"].sum()),
+                     "gate_episodes": len(same), "gate_exact_pct": 100 * same["exact"].astype(float).mean(),
+                     "gate_mean_gap": same["gap"].astype(float).mean()})
+    return pd.DataFrame(rows)
+
+
+def table5_markdown(t5: pd.DataFrame) -> pd.DataFrame:
+    """The human rendering of Table V."""
+    return pd.DataFrame({
+        "policy": t5["policy"], "episodes": t5["episodes"],
+        "exact %": t5["exact_pct"].map("{:.1f}".format), "mean gap $": t5["mean_gap"].map("{:.2f}".format),
+        "gate on the same episodes: exact % / gap $": [f"{a:.1f} / {b:.2f}" for a, b in
+                                                       zip(t5["gate_exact_pct"], t5["gate_mean_gap"])],
+        "probe use %": t5["probe_use_pct"].map("{:.1f}".format), "wait use %": t5["wait_use_pct"].map("{:.1f}".format),
+        "premature-irreversible %": t5["premature_pct"].map("{:.1f}".format),
+        "zero-gap archetypes": [f"{z} of {n}" + (f" ({lst})" if lst else "") for z, n, lst in
+                                zip(t5["zero_gap_archetypes"], t5["archetypes"], t5["zero_gap_list"])],
+        "malformed calls": t5["malformed_calls"],
+    })
+
+
+def notes(t5: pd.DataFrame, run: Run, claims_list: list | None = None, *, endpoint: bool = False) -> list[str]:
+    """The notes under Table V: which rows exist and why, what the columns count, the claims."""
+    models = list(t5.loc[t5["kind"] == "model", "policy"])
+    if models:
+        lines = [f"Model rows: {', '.join(models)}, each replayed from its transcripts on disk (only finished "
+                 "episodes under the current prompt hash); the gate's columns beside each are on exactly that "
+                 "model's episodes."]
+    else:
+        lines = ["**No model row: no model was run.** " + (
+            "The endpoint gave no finished episode. " if endpoint else
+            "No endpoint was given (parameters `model`, `base_url`) and no transcript of these episodes is on "
+            "disk. ") + "Table V shows the finality gate on the subset alone; no model row is ever made up."]
+    lines += ["", f"Subset: {len(run.corpus)} tasks ({len(run.corpus.twin_pairs)} whole twin pairs, every "
+                  f"archetype) x seeds {', '.join(map(str, run.seeds))}.",
+              "", "Probe / wait use: % of episodes with at least one such call. Zero-gap archetypes: those whose "
+                  "mean gap is zero on these episodes. Malformed calls: replies with no tool call, an unknown "
+                  "tool, arguments that are not a JSON object or do not fit the schema (each answered with an "
+                  "error and charged a call).", ""]
+    return lines + (claims_notes(claims_list) if claims_list else [])
+
+
+def claims(t5: pd.DataFrame) -> list:
+    """The paper's model-arm numbers beside ours; the model claims are "not run" without a model row.
+
+    With several models, the model claims are read on their episodes pooled (the paper's
+    probe-use and premature figures are over every evaluated model)."""
+    t = t5.set_index("policy")
+    gate = t.loc[GATE]
+    m = t5[t5["kind"] == "model"]
+    have = len(m) > 0
+
+    def pooled(col):
+        return float((m[col] * m["episodes"]).sum() / m["episodes"].sum()) if have else None
+
+    g_exact = float((m["gate_exact_pct"] * m["gate_episodes"]).sum() / m["gate_episodes"].sum()) if have else None
+    g_gap = float((m["gate_mean_gap"] * m["gate_episodes"]).sum() / m["gate_episodes"].sum()) if have else None
+    out = [
+        numeric(NAME, "gate_subset_exact", "finality gate exact % on the model subset", 93.0, gate.exact_pct,
+                source=SOURCE, tol=RATE_TOL, unit="%"),
+        numeric(NAME, "gate_subset_gap", "finality gate mean gap $ on the model subset", 6.30, gate.mean_gap,
+                source=SOURCE, tol=DOLLAR_REL_TOL * 6.30),
+    ]
+    exact, gap = pooled("exact_pct"), pooled("mean_gap")
+    out += [
+        numeric(NAME, "model_exact", "model exact % (gemini-3.6-flash in the paper)", 93.0, exact, source=SOURCE,
+                tol=RATE_TOL, unit="%",
+                direction=None if not have else abs(exact - g_exact) <= RATE_TOL,
+                direction_text="the model matches the gate on the same episodes"),
+        numeric(NAME, "model_gap", "model mean gap $ (gemini-3.6-flash in the paper)", 13.99, gap, source=SOURCE,
+                tol=DOLLAR_REL_TOL * 13.99, direction=None if not have else gap > g_gap,
+                direction_text="the model loses more than the gate on the same episodes"),
+        numeric(NAME, "model_probe_use", "% of model episodes with a probe_processor call", 99.6,
+                pooled("probe_use_pct"), source=SOURCE, tol=RATE_TOL, unit="%",
+                direction=None if not have else pooled("probe_use_pct") > 50,
+                direction_text="most episodes probe"),
+        numeric(NAME, "model_premature", "% of model episodes with an irreversible action before determination",
+                0.4, pooled("premature_pct"), source=SOURCE, tol=RATE_TOL, unit="%",
+                direction=None if not have else pooled("premature_pct") < 50,
+                direction_text="rare"),
+    ]
+    return out
