@@ -14,6 +14,7 @@ _EXPORTS = {
     "economics": ("Costs",),
     "env": ("EpisodeResult", "FinalityEnv", "run_episode"),
     "faults": ("FaultProfile",),
+    "probe": ("ProbeMode",),
     "grading": ("CHECKS", "Contract", "TraceError", "Verdict", "grade_trace", "load_trace"),
     "policies": ("POLICIES", "Policy", "get_policy"),
     "policy_refs": ("PolicyRef", "register_policy"),

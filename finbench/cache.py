@@ -56,10 +56,16 @@ def _digest_of(pkg: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def chunk_key(fingerprint: str, task_ids, cache_id: str, seeds, profile, costs) -> str:
-    """The file name of one (chunk, policy): everything that decides its rows."""
-    blob = json.dumps([FORMAT, C.ENGINE_VERSION, source_digest(), fingerprint, list(task_ids), cache_id,
-                       list(seeds), profile.key(), costs.key()], sort_keys=True)
+def chunk_key(fingerprint: str, task_ids, cache_id: str, seeds, profile, costs, probe=None) -> str:
+    """The file name of one (chunk, policy): everything that decides its rows.
+
+    The probe mode enters the key only when it is not the default (`full`), so
+    the keys of every run before probe modes existed are unchanged."""
+    parts = [FORMAT, C.ENGINE_VERSION, source_digest(), fingerprint, list(task_ids), cache_id,
+             list(seeds), profile.key(), costs.key()]
+    if probe is not None and not probe.is_full:
+        parts.append(["probe", *probe.key()])
+    blob = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 

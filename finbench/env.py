@@ -17,6 +17,7 @@ from finbench.corpus import Task
 from finbench.economics import Costs, Outcome, settle_case
 from finbench.errors import PolicyError, bad, check_int, show
 from finbench.faults import FaultProfile
+from finbench.probe import ProbeMode, check_probe
 from finbench.tools import READS, TOOLS, tool_ticks, validate
 from finbench.trace import build_trace
 from finbench.trace import clear_memo as clear_grades
@@ -94,6 +95,8 @@ class FinalityEnv:
         costs: Tool ticks, the call budget and the economics (default: `Costs()`).
         double_effect: A logger self-test only: a replayed idempotency key
             silently charges again.
+        probe: What `probe_processor` answers (default: `ProbeMode.full()`,
+            SPEC §4's probe); see `finbench.probe` for the other arms.
 
     Attributes:
         now (int): The current tick (`HANDOVER` after `reset`).
@@ -116,7 +119,7 @@ class FinalityEnv:
     """
 
     def __init__(self, task: Task, seed: int = 0, profile: FaultProfile | None = None,
-                 costs: Costs | None = None, *, double_effect: bool = False):
+                 costs: Costs | None = None, *, double_effect: bool = False, probe: ProbeMode | None = None):
         if not isinstance(task, Task):
             raise bad("FinalityEnv", "task", task, "a Task (make_task, or a corpus's tasks)")
         self.task = task
@@ -128,6 +131,7 @@ class FinalityEnv:
         if not isinstance(self.costs, Costs):
             raise bad("FinalityEnv", "costs", costs, "a Costs")
         self.double_effect = double_effect  # logger self-test: a replayed key silently charges again
+        self.probe = check_probe("FinalityEnv", probe)
         self.world: World | None = None
         self.now = C.HANDOVER
         self.done = False
@@ -178,6 +182,7 @@ class FinalityEnv:
         self.replays: list = []
         self.other_effects: list = []
         self.probe_calls = self.wait_calls = 0
+        self.probe_answers = 0  # probe calls that the probe mode answered (see `finbench.probe`)
         self._shared: list[int] = []  # actions whose observation holds a memoised fold (see `_call`)
         return {
             "order_id": task.order_id,
@@ -320,8 +325,13 @@ class FinalityEnv:
         if tool in READS:
             return {"result": w.read(tool[5:], t)}
         if tool == "probe_processor":
+            # both `step` and `_call` come here: every probe mode is honoured on either path
             self.probe_calls += 1
-            return {"result": w.probe(t)}
+            if self.probe.is_full:
+                return {"result": w.probe(t)}
+            result, answered = self.probe.answer(w, t, self.probe_answers)
+            self.probe_answers += answered
+            return {"result": result}
         if tool == "wait":
             self.wait_calls += 1
             return {"result": {"waited": t - self.now}}
@@ -580,13 +590,16 @@ def reference_position(task: Task, costs: Costs) -> float:
 
 
 def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None = None,
-                costs: Costs | None = None) -> EpisodeResult:
+                costs: Costs | None = None, probe: ProbeMode | None = None) -> EpisodeResult:
     """Play one episode and grade it.
 
     Args:
         policy: a policy object, or any policy reference `evaluate` takes (a name, a
             label with knobs such as "sop[patience=60]", a `(name, knobs)` pair, a
             class or a factory); a reference makes a fresh policy.
+
+    Raises:
+        probe: the probe mode (default: `ProbeMode.full()`).
 
     Raises:
         PolicyError: an unknown policy, or a policy whose `act` returns something
@@ -598,6 +611,6 @@ def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None 
 
         ref = as_ref(policy)
         policy, label = ref.make(), ref.label
-    env = FinalityEnv(task, seed, profile, costs)
+    env = FinalityEnv(task, seed, profile, costs, probe=probe)
     play(env, policy)
     return env.result(label or _policy_name(policy))

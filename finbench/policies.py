@@ -85,9 +85,9 @@ def processor_verdict(obs: dict, track: str | None = None) -> str:
 
 def probe_verdict(obs: dict, track: str) -> str:
     caps = (obs.get("result") or {}).get("captures") or []
-    if any(c["status"] == "settled" for c in caps):
+    if any(c.get("status") == "settled" for c in caps):  # an identity-only probe has no status
         return "settled"
-    if any(c["id"] == track and c["status"] == "failed" for c in caps):
+    if any(c["id"] == track and c.get("status") == "failed" for c in caps):
         return "failed"
     return "unknown"
 
@@ -346,6 +346,13 @@ class FinalityGate(Routine):
                 track, retried = (obs.get("result") or {}).get("receipt", "cap-2"), True
                 continue
             if self.now + probe_ticks + 2 > C.SHIP_BY or self.calls_left < 3:
+                yield self.call("escalate")
+                return
+            if "unavailable" in (obs.get("result") or {}):
+                # no probe in this arm (or its rate limit is spent): nothing it trusts will
+                # come, so it waits out the deadline and escalates, as it does when undecided
+                while self.now + 2 <= C.SHIP_BY - 1 and self.calls_left >= 2:
+                    yield self.wait(C.SHIP_BY - 1 - self.now)
                 yield self.call("escalate")
                 return
             yield self.wait(min(self.wait_ticks, C.SHIP_BY - probe_ticks - 1 - self.now))

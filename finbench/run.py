@@ -31,6 +31,7 @@ from finbench.corpus import Corpus, make_corpus
 from finbench.economics import Costs
 from finbench.errors import check_int
 from finbench.faults import FaultProfile
+from finbench.probe import ProbeMode, check_probe
 from finbench.policy_refs import DEFAULT_POLICIES, PolicyRef, resolve_policies
 
 
@@ -66,6 +67,7 @@ class Run:
         profile: the fault profile.
         costs: the economics.
         policies: policy references (None: SPEC's nine); see `finbench.policy_refs`.
+        probe: what `probe_processor` answers (default: SPEC's full probe); see `finbench.probe`.
         n_boot, boot_seed: bootstrap replicates and seed for every interval.
         n_jobs, cache, progress: how to execute; not part of the run's identity.
     """
@@ -77,6 +79,7 @@ class Run:
     policies: Any = None
     n_boot: int = 2000
     boot_seed: int = 0
+    probe: ProbeMode = field(default_factory=ProbeMode.full)
     n_jobs: int = field(default=1, compare=False)
     cache: Any = field(default=True, compare=False)
     progress: bool = field(default=False, compare=False)
@@ -86,6 +89,7 @@ class Run:
 
         profile, costs, seeds = check_inputs("Run", self.corpus, self.seeds, self.profile, self.costs)
         object.__setattr__(self, "seeds", tuple(seeds))
+        object.__setattr__(self, "probe", check_probe("Run", self.probe))
         object.__setattr__(self, "policies", resolve_policies(self.policies))
         object.__setattr__(self, "n_boot", check_int("Run", "n_boot", self.n_boot, 1, 1_000_000))
         object.__setattr__(self, "boot_seed", check_int("Run", "boot_seed", self.boot_seed, 0))
@@ -120,7 +124,7 @@ class Run:
         """16 hex digits naming the run (not its execution), stable across processes."""
         blob = json.dumps([C.ENGINE_VERSION, self.corpus.fingerprint, list(self.seeds), self.profile.key(),
                            self.costs.key(), [r.cache_id or f"uncached:{r.label}" for r in self.policies],
-                           self.n_boot, self.boot_seed])
+                           self.n_boot, self.boot_seed] + ([] if self.probe.is_full else [self.probe.key()]))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def stamp(self, bootstrap: bool = True, **extra) -> dict:
@@ -129,6 +133,8 @@ class Run:
         meta = {"corpus": c.fingerprint, "master_seed": c.master_seed, "tasks": len(c), "units": len(c.units),
                 "twin_pairs": len(c.twin_pairs), "engine": C.ENGINE_VERSION, "seeds": seeds_label(self.seeds),
                 "profile": self.profile.name, "costs": costs_label(self.costs)}
+        if not self.probe.is_full:
+            meta["probe"] = self.probe.name
         if not self.default_policies:
             meta["policies"] = ", ".join(self.labels)
         if bootstrap:
@@ -139,7 +145,8 @@ class Run:
     def caption(self) -> str:
         """What every figure prints: corpus, episodes, seeds, profile, costs."""
         return (f"corpus {self.corpus.fingerprint} · {self.episodes:,} episodes · seeds {seeds_label(self.seeds)}"
-                f" · profile {self.profile.name} · costs {costs_label(self.costs)}")
+                f" · profile {self.profile.name} · costs {costs_label(self.costs)}"
+                + ("" if self.probe.is_full else f" · probe {self.probe.name}"))
 
     # --- episodes --------------------------------------------------------------------
     def evaluate(self):
@@ -157,7 +164,8 @@ def _sim_key(run: Run, ref: PolicyRef) -> tuple:
     from finbench.pricing import simulation_key
 
     who = ref.cache_id if ref.cache_id is not None else ("uncached", ref.label, id(ref.factory))
-    return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), who)
+    return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), who,
+            tuple(run.probe.key()))
 
 
 def _episodes(run: Run):
@@ -180,7 +188,7 @@ def _episodes(run: Run):
         parts[i] = reprice(frame, run.corpus, run.costs, costs)
     if missing:
         df = evaluate(run.corpus, [run.policies[i] for i in missing], run.seeds, run.profile, run.costs,
-                      n_jobs=run.n_jobs, cache=run.cache, progress=run.progress)
+                      n_jobs=run.n_jobs, cache=run.cache, progress=run.progress, probe=run.probe)
         for i in missing:
             ref = run.policies[i]
             frame = df[df["policy"] == ref.label].reset_index(drop=True)
@@ -199,7 +207,7 @@ def clear_memo() -> None:
 # --- sweeps ----------------------------------------------------------------------------
 
 def _grid_label(value: Any) -> Any:
-    if isinstance(value, FaultProfile):
+    if isinstance(value, (FaultProfile, ProbeMode)):
         return value.name
     if isinstance(value, Costs):
         return costs_label(value)
@@ -218,7 +226,7 @@ def sweep(base: Run, grid: dict[str, list], summarise: Callable[[Run, Any], Any]
     Args:
         base: the run every combination starts from.
         grid: field name -> list of values (a dict of lists, as a scenario runner takes).
-            Fields are `Run`'s: corpus, seeds, profile, costs, policies, n_boot, boot_seed.
+            Fields are `Run`'s: corpus, seeds, profile, costs, policies, probe, n_boot, boot_seed.
         summarise: `f(run, episodes) -> DataFrame` applied per combination; None keeps
             the episode rows.
 
@@ -234,7 +242,7 @@ def sweep(base: Run, grid: dict[str, list], summarise: Callable[[Run, Any], Any]
                                                                                           "progress")]
     if bad:
         raise ValueError(f"sweep: unknown Run field(s) {bad}; sweepable: corpus, seeds, profile, costs, "
-                         "policies, n_boot, boot_seed")
+                         "policies, probe, n_boot, boot_seed")
     frames = []
     for combo in itertools.product(*(grid[n] for n in names)):
         run = base.replace(**dict(zip(names, combo)))

@@ -20,6 +20,7 @@ from finbench.economics import Costs
 from finbench.errors import bad, check_int
 from finbench.env import FinalityEnv, batch_mode, play, reference_position
 from finbench.faults import FaultProfile
+from finbench.probe import ProbeMode, check_probe
 from finbench.policy_refs import PolicyRef, policy_label, resolve_policies
 from finbench.trace import episode_contract, grade_episode
 
@@ -50,9 +51,10 @@ class CacheWarning(UserWarning):
 _GRADED = COLUMNS[COLUMNS.index("verdict"):]
 
 
-def _episode(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs) -> tuple:
+def _episode(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs,
+             probe: ProbeMode | None = None) -> tuple:
     """Play one episode; its row as a tuple in `COLUMNS` order."""
-    env = play(FinalityEnv(task, seed, profile, costs), ref.make())
+    env = play(FinalityEnv(task, seed, profile, costs, probe=probe), ref.make())
     res = env.result(ref.label, reference_position(task, costs), actions=False)
     lb = res.loss_breakdown
     fired = res.fired
@@ -78,14 +80,14 @@ def _calls(actions, order_id: str) -> str:
     return ";".join(out)
 
 
-def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs) -> list[dict]:
+def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: ProbeMode | None = None) -> list[dict]:
     """Column lists for each reference in `refs`, rows in (task, seed) order."""
     rows: list[list[tuple]] = [[] for _ in refs]
     with batch_mode():
         for task in tasks:
             for seed in seeds:
                 for ref, mine in zip(refs, rows):
-                    mine.append(_episode(task, ref, seed, profile, costs))
+                    mine.append(_episode(task, ref, seed, profile, costs, probe))
     return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
 
 
@@ -126,7 +128,7 @@ def _cap_jobs(n_jobs: int, work: int) -> int:
 
 def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None = None,
              costs: Costs | None = None, n_jobs: int = 1, cache: bool | str | Path = True,
-             progress: bool = False):
+             progress: bool = False, probe: ProbeMode | None = None):
     """One row per (policy, task, seed), in that order; identical for any n_jobs or backend.
 
     Args:
@@ -141,6 +143,8 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         cache: True for `data/cache/`, a folder, or False for none. A user's policy
             without a `cache_id` is never cached.
         progress: show a progress bar over chunks.
+        probe: the probe mode (`finbench.probe.ProbeMode`); None or `ProbeMode.full()` is
+            SPEC's probe, and leaves every row and cache key as they were.
 
     Returns:
         A pandas DataFrame with the columns of `COLUMNS`.
@@ -151,6 +155,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     import pandas as pd
 
     profile, costs, seeds = check_inputs("evaluate", corpus, seeds, profile, costs)
+    probe = check_probe("evaluate", probe)
     if not (isinstance(cache, (bool, str)) or isinstance(cache, os.PathLike)):
         raise bad("evaluate", "cache", cache, "True, False or a folder path")
     refs = resolve_policies(policies)
@@ -170,7 +175,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         for si, ref in enumerate(refs):
             path = key = None
             if cache_dir is not None and ref.cache_id is not None:
-                key = K.chunk_key(corpus.fingerprint, ids, ref.cache_id, seeds, profile, costs)
+                key = K.chunk_key(corpus.fingerprint, ids, ref.cache_id, seeds, profile, costs, probe)
                 path = K.chunk_path(cache_dir, ref.label, key)
                 cols, why = K.load_chunk(path, key, ref.label, ids, seeds)
                 if cols is not None:
@@ -184,7 +189,8 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
                       f"{rejected[0]}", CacheWarning, stacklevel=2)
     work = list(todo.items())
     if work:
-        calls = [(chunks[ci], [refs[si] for si, _, _ in items], seeds, profile, costs) for ci, items in work]
+        calls = [(chunks[ci], [refs[si] for si, _, _ in items], seeds, profile, costs, probe)
+                 for ci, items in work]
         workers = _cap_jobs(n_jobs, len(work))
         if workers > 1:
             from joblib import Parallel, delayed

@@ -14,4 +14,5 @@ lives a layer down (`metrics`, `policy_refs`, `plotting`, `claims`).
 - `plan_search`: the 1,215 open-loop plans against the reference.
 - `splits`: the headline and its claims across regenerated corpora (`finbench.splitseeds`).
 - `effects`: the effect-level checks per policy.
+- `probe_arms`: Table VIII, every policy (and the `reconciler`) under five probe modes.
 """
