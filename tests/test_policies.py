@@ -9,8 +9,10 @@ CORPUS = fb.make_corpus()
 UNPRIVILEGED = [p for p in fb.POLICIES if p != "finality_oracle"]
 
 
-def _calls_before(task, policy, seed, until):
-    env = play(FinalityEnv(task, seed), fb.get_policy(policy))
+def calls_before(task, policy, seed, until, probe=None):
+    """The calls a policy (a name, or a fresh object) makes before tick `until` (shared by test_probe)."""
+    policy = fb.get_policy(policy) if isinstance(policy, str) else policy
+    env = play(FinalityEnv(task, seed, probe=probe), policy)
     return [(tool, args) for t, tool, args, _ in env.actions if t < until]
 
 
@@ -19,13 +21,13 @@ def test_unprivileged_policies_cannot_tell_twins_apart(policy):
     for settle, fail in CORPUS.twin_pairs:
         for seed in range(5):
             d = settle.determined_at
-            assert _calls_before(settle, policy, seed, d) == _calls_before(fail, policy, seed, d), (settle.task_id, seed)
+            assert calls_before(settle, policy, seed, d) == calls_before(fail, policy, seed, d), (settle.task_id, seed)
 
 
 def test_only_the_oracle_is_privileged():
     assert [p for p in fb.POLICIES if getattr(fb.get_policy(p), "privileged", False)] == ["finality_oracle"]
-    differ = sum(_calls_before(s, "finality_oracle", 0, s.determined_at)
-                 != _calls_before(f, "finality_oracle", 0, f.determined_at) for s, f in CORPUS.twin_pairs)
+    differ = sum(calls_before(s, "finality_oracle", 0, s.determined_at)
+                 != calls_before(f, "finality_oracle", 0, f.determined_at) for s, f in CORPUS.twin_pairs)
     assert differ > 0
 
 

@@ -9,6 +9,7 @@ from finbench.env import FinalityEnv, play
 from finbench.errors import FinbenchError
 from finbench.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
 from finbench.reconciler import Reconciler
+from tests.test_policies import calls_before
 
 CORPUS = fb.make_corpus()
 SMALL = fb.make_corpus(n_tasks=30)
@@ -130,17 +131,13 @@ def test_gate_escalates_at_the_deadline_without_a_probe():
         assert res.disposition == "escalate" and res.end_t <= C.SHIP_BY and res.n_calls <= 4
 
 
-def _calls_before(task, mode, seed, until):
-    env = play(FinalityEnv(task, seed, probe=mode), Reconciler())
-    return [(tool, args) for t, tool, args, _ in env.actions if t < until]
-
-
 @pytest.mark.parametrize("mode", [ProbeMode.full(), ProbeMode.none()], ids=lambda m: m.name)
 def test_reconciler_cannot_tell_twins_apart(mode):
     for settle, fail in CORPUS.twin_pairs:
         for seed in range(5):
             d = settle.determined_at
-            assert _calls_before(settle, mode, seed, d) == _calls_before(fail, mode, seed, d), (settle.task_id, seed)
+            assert calls_before(settle, Reconciler(), seed, d, mode) == calls_before(fail, Reconciler(), seed, d, mode), \
+                (settle.task_id, seed)
 
 
 def test_reconciler_is_registered_beside_the_nine():
