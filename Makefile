@@ -7,7 +7,7 @@ export PYTHONPATH := $(CURDIR)
 export SOURCE_DATE_EPOCH := 0
 export MPLBACKEND := Agg
 
-.PHONY: all venv test reproduce bench lab clean
+.PHONY: all venv test reproduce check bench lab clean
 
 all: test
 
@@ -26,6 +26,10 @@ test: $(STAMP)
 # every notebook at full size: tables/ and figures/ regenerate byte-identically
 reproduce: $(STAMP)
 	$(PY) -m finbench.pipeline
+
+# fails naming every table, figure or corpus file that differs from the committed one (after `make reproduce`)
+check: $(STAMP)
+	$(PY) -m finbench.pipeline --check
 
 # episodes per second over the full corpus x 5 seeds, one process
 bench: $(STAMP)

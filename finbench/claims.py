@@ -156,3 +156,22 @@ def claims_notes(claims: list[Claim]) -> list[str]:
 
 def verdict_counts(claims: list[Claim]) -> dict[str, int]:
     return {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
+
+
+def from_tables(tables, claims_fn, *stems: str) -> list[Claim]:
+    """`claims_fn` applied to the tables `<tables>/<stem>.csv` as written: how an experiment's claims
+    are recomputed from the files under tables/ (what the claims report reads, never a typed value).
+
+    Raises:
+        FileNotFoundError: a table is missing, naming it.
+    """
+    from pathlib import Path
+
+    from finbench.reporting import read_table
+
+    folder = Path(tables)
+    paths = [folder / f"{s}.csv" for s in stems]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"claims: no table {', '.join(missing)}; run its notebook first")
+    return claims_fn(*(read_table(p) for p in paths))

@@ -46,6 +46,8 @@ NOTEBOOKS = {
                   "tables/splits_verdicts.csv", "tables/splits_verdicts.md", "tables/claims_splits.csv",
                   "tables/claims_splits.md", "figures/splits.png", "figures/splits.pdf"]),
     "08_effects": ({k: v for k, v in SMALL_RUN.items() if k != "n_boot"}, ["tables/effects.csv", "tables/effects.md", "data/traces/episode_example.jsonl"]),
+    # reads the committed tables (its default sources_dir), writes the report into the test's folder
+    "99_claims": ({}, ["tables/claims.csv", "tables/claims.md", "figures/claims.png", "figures/claims.pdf"]),
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import finbench as fb
 from finbench import constants as C
-from finbench.claims import VERDICTS, claims_frame
+from finbench.claims import VERDICTS, claims_frame, qualitative
 from finbench.experiments import headline as H
 from finbench.experiments import splits as S
 from finbench.pipeline import run_notebook
@@ -127,6 +127,24 @@ def test_spread_is_the_regenerated_corpora_values_beside_the_paper_records(small
     assert sp.loc[("sop", "passk_pct"), "claim_id"] == "sop_passk"
 
 
+def test_further_claims_join_on_every_corpus_under_their_experiment():
+    run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=20, cache=False)
+    calls = []
+
+    def extra(df, r):
+        calls.append(r.corpus.fingerprint)
+        return [qualitative("other", "gate_exact", "a claim sharing an id with the headline's",
+                                      bool(df.exact.mean() > 0), "m", source="tables/x.csv")]
+
+    _, verdicts = S.across(run, split_seeds(1), **HEADLINE, also={"other": extra})
+    assert len(calls) == 3 and len(set(calls)) == 3
+    counts = S.claim_counts(verdicts)
+    assert counts[counts.experiment == "other"].id.tolist() == ["gate_exact"]
+    assert counts.groupby("experiment").size().to_dict() == {"headline": len(H.claims(*_tables(run))), "other": 1}
+    ids = [c.id for c in S.claims(counts)]
+    assert "other.gate_exact" in ids and "headline.gate_exact" in ids
+
+
 def test_a_claim_whose_number_is_not_its_table_cell_is_refused():
     run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=20, cache=False)
 
@@ -142,7 +160,7 @@ def test_a_claim_whose_number_is_not_its_table_cell_is_refused():
 
 def test_claims_across_corpora_follow_the_majority():
     def row(**kw):
-        base = {"id": "x", "claim": "c", "paper": 1.0, "paper_lo": np.nan, "paper_hi": np.nan, "public_ours": 1.0,
+        base = {"experiment": "headline", "id": "x", "claim": "c", "paper": 1.0, "paper_lo": np.nan, "paper_hi": np.nan, "public_ours": 1.0,
                 "public_verdict": "reproduced", "n": 5, "reproduced": 0, "same_direction": 0, "differs": 0,
                 "not_run": 0, "ours_min": 1.0, "ours_median": 1.0, "ours_max": 1.0}
         base.update(kw)
@@ -153,7 +171,8 @@ def test_claims_across_corpora_follow_the_majority():
                                                                       differs=2),
                            row(id="c", reproduced=2, differs=3), row(id="d", not_run=5)])
     got = {c.id: c.verdict for c in S.claims(counts)}
-    assert got == {"a": "reproduced", "b": "same direction", "c": "differs", "d": "not run"}
+    assert got == {"headline.a": "reproduced", "headline.b": "same direction", "headline.c": "differs",
+                   "headline.d": "not run"}
 
 
 # --- the notebook ---------------------------------------------------------------------------
@@ -171,12 +190,13 @@ def notebook(tmp_path_factory):
 def test_notebook_tables_agree_with_each_other(notebook):
     t = notebook / "tables"
     values, verdicts = read_table(t / "splits_corpora.csv"), read_table(t / "splits_verdicts.csv")
-    counts = read_table(t / "splits_claims.csv").set_index("id")
+    counts = read_table(t / "splits_claims.csv")
+    counts = counts.set_index(counts.experiment + "." + counts.id)
     claims = read_table(t / "claims_splits.csv").set_index("id")
     spread = read_table(t / "splits.csv").set_index(["policy", "metric"])
     assert values.split.nunique() == N_SPLITS + 2
     reg = verdicts[verdicts.split > 0]
-    recount = reg.groupby(["id", "verdict"]).size().unstack(fill_value=0)
+    recount = reg.assign(id=reg.experiment + "." + reg.id).groupby(["id", "verdict"]).size().unstack(fill_value=0)
     for cid, row in counts.iterrows():
         for v in VERDICTS:
             assert row[v.replace(" ", "_")] == (recount.loc[cid, v] if v in recount.columns else 0)
@@ -186,6 +206,8 @@ def test_notebook_tables_agree_with_each_other(notebook):
     assert spread.loc[("finality_gate", "mean_gap"), "median"] == pytest.approx(np.median(gaps))
     assert spread.loc[("finality_gate", "mean_gap"), "paper"] == 31.37  # from the headline's record
     assert (notebook / "figures" / "splits.png").stat().st_size > 10_000
+    # the twins' claims are counted across the same corpora, after the headline's
+    assert list(dict.fromkeys(counts.experiment)) == ["headline", "twins"]
 
 
 def test_neither_experiment_imports_another_experiment_module():

@@ -20,13 +20,15 @@ import pandas as pd
 
 from finbench import constants as C
 from finbench import metrics as M
-from finbench.claims import REL_TOL, claims_notes, numeric, qualitative
+from finbench.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
 from finbench.faults import FaultProfile
 from finbench.policies import UNGATED
 from finbench.policy_refs import DEFAULT_POLICIES, policy_order
 from finbench.run import sweep
 
 NAME = "ablation"
+SECTION = "Fault ablation and the 2x2: Table VI, Figure 3"
+"""The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 GATE = "finality_gate"
 SOP_REFUND = "sop[fallback=refund]"
 POLICIES = (*DEFAULT_POLICIES, SOP_REFUND)
@@ -313,3 +315,8 @@ def figure3(fam: pd.DataFrame):
         ax.tick_params(axis="y", labelsize=8)
     fig.suptitle("What each fault family costs each policy (Figure 3)", fontsize=10)
     return fig
+
+
+def claims_from_tables(tables="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
+    return from_tables(tables, claims, "table6_firings", "table6", "table6_families", "interaction")

@@ -17,13 +17,15 @@ import itertools
 import pandas as pd
 
 from finbench import metrics as M
-from finbench.claims import numeric, qualitative
+from finbench.claims import from_tables, numeric, qualitative
 from finbench.economics import Costs
 from finbench.policies import UNGATED
 from finbench.policy_refs import policy_order
 from finbench.run import sweep
 
 NAME = "cost_sweep"
+SECTION = "The cost sweep"
+"""The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 GATE = "finality_gate"
 COGS_RATES = (0.4, 0.5, 0.6, 0.7, 0.8)
 DISPUTE_FEES = (15.0, 25.0, 50.0)
@@ -150,3 +152,8 @@ def figure(table: pd.DataFrame):
     ax.set_ylabel("policy (default order)")
     ax.set_title("Each policy's rank by mean gap across the 45 cost configurations", fontsize=10)
     return fig
+
+
+def claims_from_tables(tables="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
+    return from_tables(tables, claims, "cost_sweep")

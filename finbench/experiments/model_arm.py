@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, numeric
+from finbench.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric
 from finbench.corpus import Corpus
 from finbench.llm import ModelAgent, ModelUnavailable, read_transcript
 from finbench.policy_refs import PolicyRef
@@ -34,9 +34,11 @@ from finbench.run import Run, corpus_for
 
 GATE = "finality_gate"
 NAME = "model_arm"
+SECTION = "The model arm: Table V"
+"""The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 SOURCE = "tables/table5.csv"
 ZERO_GAP = 0.005  # the exactness tolerance of a single episode (EpisodeResult.exact)
-__all__ = ["claims", "model_episodes", "notes", "run_model", "stratified_subset", "subset_run", "table5",
+__all__ = ["claims", "claims_from_tables", "model_episodes", "notes", "run_model", "stratified_subset", "subset_run", "table5",
            "table5_markdown"]
 
 
@@ -288,3 +290,8 @@ def claims(t5: pd.DataFrame) -> list:
                 direction_text="rare"),
     ]
     return out
+
+
+def claims_from_tables(tables="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
+    return from_tables(tables, claims, "table5")

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from finbench import constants as C
-from finbench.claims import Claim, claims_notes, numeric, qualitative
+from finbench.claims import Claim, claims_notes, from_tables, numeric, qualitative
 from finbench.corpus import Corpus
 from finbench.errors import bad, check_int
 from finbench.faults import FaultProfile
@@ -40,6 +40,8 @@ from finbench.plans import N_PLANS, all_plans, charges_twice, plan_label, plan_r
 from finbench.rng import generator
 
 NAME = "plan_search"
+SECTION = "The plan search: is the reference beaten?"
+"""The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 SOURCE = "tables/plan_search.csv"
 ORACLE = "finality_oracle"
 BEATEN_TOL = 0.005
@@ -57,7 +59,7 @@ COLUMNS = ("task_id", "archetype", "twin_side", "order_value", "outcome", "refer
            "best_position", "gap", "margin", "beaten", "n_beating", "double_charge", "double_charge_gain",
            "plans")
 
-__all__ = ["beaten", "claims", "markdown", "meta", "notes", "premature", "sample_tasks", "search"]
+__all__ = ["beaten", "claims", "claims_from_tables", "markdown", "meta", "notes", "premature", "sample_tasks", "search"]
 
 
 # --- the sample --------------------------------------------------------------------------
@@ -343,3 +345,12 @@ def notes(table: pd.DataFrame, prem: dict, claims_list: list | None = None) -> l
               f"The reference acts irreversibly before the original capture is determined on "
               f"{prem['premature']} of {prem['episodes']} tasks of the full corpus ({prem['pct']:.1f}%).", ""]
     return lines + (claims_notes(claims_list) if claims_list else [])
+
+
+def claims_from_tables(tables="tables") -> list:
+    """`claims` recomputed from the plan-search table the notebook wrote under `tables` (its rows, and
+    the reference's premature rate from its stamp): what the claims report reads."""
+    from pathlib import Path
+
+    path = Path(tables) / "plan_search.csv"
+    return from_tables(tables, lambda t: claims(t, read_premature(path)), "plan_search")

@@ -22,20 +22,22 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench import metrics as M
-from finbench.claims import qualitative
+from finbench.claims import from_tables, qualitative
 from finbench.policy_refs import DEFAULT_POLICIES
 from finbench.probe import ProbeMode
 from finbench.reconciler import Reconciler  # noqa: F401  (registers "reconciler")
 from finbench.run import sweep
 
 NAME = "probe_arms"
+SECTION = "Beyond the paper: probe arms, Table VIII"
+"""The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 SOURCE = "tables/table8.csv"
 RECONCILER = "reconciler"
 GATE = "finality_gate"
 ORACLE = "finality_oracle"
 POLICIES = (*DEFAULT_POLICIES, RECONCILER)
 """SPEC's nine, then the reconciler."""
-__all__ = ["POLICIES", "archetypes", "arms", "claims", "differences", "figure", "notes", "table8",
+__all__ = ["POLICIES", "archetypes", "arms", "claims", "claims_from_tables", "differences", "figure", "notes", "table8",
            "table8_markdown"]
 
 
@@ -242,3 +244,8 @@ def figure(t8: pd.DataFrame, run=None):
               handletextpad=0.3, columnspacing=1.0)
     ax.set_title("Probe arms: what each policy loses when the authoritative probe is taken away", fontsize=8)
     return fig
+
+
+def claims_from_tables(tables="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
+    return from_tables(tables, claims, "table8", "table8_differences")

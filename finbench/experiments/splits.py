@@ -5,14 +5,17 @@ Table II and the headline's claims records are recomputed on the public split
 and on regenerated corpora (the paper's regenerated split, `REGEN_SEED`, and
 further ones derived from it, `finbench.splitseeds`). The headline's own
 functions do the work: the notebook passes them in, since an experiment module
-never imports another.
+never imports another. Any other experiment whose claims come from the same
+episodes (the twins') joins through `also`, so its claims are counted across
+corpora too.
 
 Notebook `10_splits`:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
     values, verdicts = splits.across(run, split_seeds(n_splits, regen_seed), table2=headline.table2,
                                      table3=headline.table3, table3_gap=headline.table3_gap,
-                                     claims=headline.claims)
+                                     claims=headline.claims,
+                                     also={"twins": lambda df, run: twins.claims(twins.table4(df, run))})
     spread, counts = splits.spread(values, verdicts), splits.claim_counts(verdicts)
     claims = splits.claims(counts)
 
@@ -28,11 +31,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from finbench.claims import VERDICTS, Claim, claims_frame
+from finbench.claims import VERDICTS, Claim, claims_frame, from_tables
 from finbench.policy_refs import policy_order
 from finbench.run import corpus_for
 
 NAME = "splits"
+SECTION = "Beyond the paper: regenerated corpora"
+"""The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
+HEADLINE = "headline"
 GATE = "finality_gate"
 
 CELLS: dict[str, tuple[str, str, int]] = {
@@ -56,7 +62,7 @@ METRICS = (("exact_pct", "exact %"), ("mean_gap", "mean gap $"), ("passk_pct", "
 """Table II's columns, in its order (pass^k: k = min(5, seeds))."""
 INTERVALS = {"exact_pct": ("exact_lo", "exact_hi"), "mean_gap": ("gap_lo", "gap_hi"),
              "diff_to_gate": ("diff_lo", "diff_hi")}
-__all__ = ["CELLS", "METRICS", "across", "claim_counts", "claims", "counts_markdown", "figure", "notes", "spread",
+__all__ = ["CELLS", "METRICS", "across", "claim_counts", "claims", "claims_from_tables", "counts_markdown", "figure", "notes", "spread",
            "spread_markdown", "verdicts_markdown"]
 
 
@@ -77,7 +83,7 @@ def _check_cells(t2: pd.DataFrame, frame: pd.DataFrame, where: str) -> None:
                              f"({policy}, {col}) gives {cell}; update splits.CELLS")
 
 
-def across(run, seeds, *, table2, table3, table3_gap, claims) -> tuple[pd.DataFrame, pd.DataFrame]:
+def across(run, seeds, *, table2, table3, table3_gap, claims, also=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Table II and the headline's claims on the public split and on each regenerated corpus.
 
     Args:
@@ -87,13 +93,15 @@ def across(run, seeds, *, table2, table3, table3_gap, claims) -> tuple[pd.DataFr
         table2: `f(episodes, run) -> Table II` (the headline's `table2`).
         table3, table3_gap: `f(episodes) -> table` (the headline's).
         claims: `f(t2, t3, t3_gap) -> [Claim]` (the headline's `claims`).
+        also: optional `{experiment: f(episodes, run) -> [Claim]}`, further claims computed from
+            the same episodes on every corpus (e.g. the twins'), in that order after the headline's.
 
     Returns:
         `(values, verdicts)`. `values`: one row per (corpus, policy), columns `split` (0 the
         public split, 1 the first seed, ...), `kind` ("public" or "regenerated"),
         `master_seed`, `corpus` (fingerprint), then Table II's columns with `pass{k}_pct`
         named `passk_pct`. `verdicts`: one row per (corpus, claim): the same four columns,
-        then `id`, `claim`, `paper`, `paper_lo`, `paper_hi`, `ours`, `holds`, `verdict`, `source`.
+        then `experiment`, `id`, `claim`, `paper`, `paper_lo`, `paper_hi`, `ours`, `holds`, `verdict`, `source`.
 
     Raises:
         ValueError: a seed repeats or is the public split's; a claim's number is not its Table II cell.
@@ -109,19 +117,21 @@ def across(run, seeds, *, table2, table3, table3_gap, claims) -> tuple[pd.DataFr
         df = r.evaluate()
         t2 = table2(df, r)
         recs = claims_frame(claims(t2, table3(df), table3_gap(df)))
+        _check_cells(t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"}), recs, f"corpus {corpus.fingerprint}")
+        for fn in (also or {}).values():
+            recs = pd.concat([recs, claims_frame(fn(df, r))], ignore_index=True)
         head = {"split": i, "kind": "public" if i == 0 else "regenerated", "master_seed": corpus.master_seed,
                 "corpus": corpus.fingerprint}
         t2 = t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"})
-        _check_cells(t2, recs, f"corpus {corpus.fingerprint}")
         values.append(pd.DataFrame({**head, **{c: t2[c] for c in t2.columns}}))
-        keep = ["id", "claim", "paper", "paper_lo", "paper_hi", "ours", "holds", "verdict", "source"]
+        keep = ["experiment", "id", "claim", "paper", "paper_lo", "paper_hi", "ours", "holds", "verdict", "source"]
         verdicts.append(pd.DataFrame({**head, **{c: recs[c] for c in keep}}))
     return pd.concat(values, ignore_index=True), pd.concat(verdicts, ignore_index=True)
 
 
 def _paper(verdicts: pd.DataFrame) -> dict[tuple[str, str], dict]:
     """(policy, column) -> the paper's value, interval and claim id, from the public split's records."""
-    pub = verdicts[verdicts["split"] == 0].set_index("id")
+    pub = verdicts[(verdicts["split"] == 0) & (verdicts["experiment"] == HEADLINE)].set_index("id")
     out = {}
     for cid, (policy, col, sign) in CELLS.items():
         if cid not in pub.index:
@@ -173,30 +183,31 @@ def spread(values: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
 
 
 def claim_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """Per headline claim (by id, in the headline's order): its verdict on the public split and how
-    many regenerated corpora give each verdict.
+    """Per claim (by experiment and id, in the order of `across`): its verdict on the public split and
+    how many regenerated corpora give each verdict.
 
     Returns:
-        `id`, `claim`, `paper`, `paper_lo`, `paper_hi`, `public_ours`, `public_verdict`, `n`
+        `experiment`, `id`, `claim`, `paper`, `paper_lo`, `paper_hi`, `public_ours`, `public_verdict`, `n`
         (regenerated corpora), one count per verdict (`reproduced`, `same_direction`, `differs`,
         `not_run`), `holds` (= reproduced), `direction_holds` (reproduced + same direction),
         and over the regenerated corpora `ours_min`, `ours_median`, `ours_max` (NaN for a
         qualitative claim).
     """
-    pub = verdicts[verdicts["split"] == 0].set_index("id")
+    pub = verdicts[verdicts["split"] == 0].set_index(["experiment", "id"])
     reg = verdicts[verdicts["split"] > 0]
     rows = []
-    for cid in dict.fromkeys(verdicts["id"]):
-        mine = reg[reg["id"] == cid]
+    for key in dict.fromkeys(zip(verdicts["experiment"], verdicts["id"])):
+        exp, cid = key
+        mine = reg[(reg["experiment"] == exp) & (reg["id"] == cid)]
         n = {v: int((mine["verdict"] == v).sum()) for v in VERDICTS}
         ours = mine["ours"].to_numpy(dtype=float)
         numeric = len(ours) and not np.isnan(ours).all()
-        first = verdicts[verdicts["id"] == cid].iloc[0]
+        first = verdicts[(verdicts["experiment"] == exp) & (verdicts["id"] == cid)].iloc[0]
         rows.append({
-            "id": cid, "claim": first["claim"], "paper": first["paper"], "paper_lo": first["paper_lo"],
+            "experiment": exp, "id": cid, "claim": first["claim"], "paper": first["paper"], "paper_lo": first["paper_lo"],
             "paper_hi": first["paper_hi"],
-            "public_ours": pub.loc[cid, "ours"] if cid in pub.index else math.nan,
-            "public_verdict": pub.loc[cid, "verdict"] if cid in pub.index else "not run",
+            "public_ours": pub.loc[key, "ours"] if key in pub.index else math.nan,
+            "public_verdict": pub.loc[key, "verdict"] if key in pub.index else "not run",
             "n": len(mine), **{v.replace(" ", "_"): n[v] for v in VERDICTS},
             "holds": n["reproduced"], "direction_holds": n["reproduced"] + n["same direction"],
             "ours_min": np.nanmin(ours) if numeric else math.nan,
@@ -223,7 +234,8 @@ def _fmt(x: float) -> str:
 
 
 def claims(counts: pd.DataFrame) -> list[Claim]:
-    """One record per headline claim: the paper's value beside ours across the regenerated corpora.
+    """One record per claim counted (id `<experiment>.<id>`): the paper's value beside ours across the
+    regenerated corpora.
 
     `ours` is the median over the regenerated corpora (NaN for a qualitative claim, whose
     `holds` says whether it holds on more than half); the verdict is the majority rule of
@@ -238,11 +250,11 @@ def claims(counts: pd.DataFrame) -> list[Claim]:
         measured = tally if qual else (f"median {_fmt(r.ours_median)} (range {_fmt(r.ours_min)} .. "
                                        f"{_fmt(r.ours_max)}); {tally}")
         measured += f"; public split: {r.public_verdict}"
-        out.append(Claim(NAME, r.id, f"{r.claim} (across regenerated corpora)", float(r.paper),
+        out.append(Claim(NAME, f"{r.experiment}.{r.id}", f"{r.claim} (across regenerated corpora)", float(r.paper),
                          float(r.paper_lo), float(r.paper_hi), float(r.ours_median),
                          (r.reproduced > r.n / 2) if qual and verdict != "not run" else None, verdict,
                          "the verdict on more than half of the corpora (reproduced, else reproduced or same "
-                         "direction, else differs); per corpus the headline's own interval, tolerance and "
+                         "direction, else differs); per corpus the claim's own interval, tolerance and "
                          "direction", measured, "tables/splits_claims.csv"))
     return out
 
@@ -276,7 +288,7 @@ def counts_markdown(counts: pd.DataFrame) -> pd.DataFrame:
     ours = ["" if math.isnan(m) else f"{m:.2f} ({a:.2f} .. {b:.2f})"
             for m, a, b in zip(counts["ours_median"], counts["ours_min"], counts["ours_max"])]
     return pd.DataFrame({
-        "id": counts["id"], "claim": counts["claim"], "paper": paper, "public": counts["public_verdict"],
+        "experiment": counts["experiment"], "id": counts["id"], "claim": counts["claim"], "paper": paper, "public": counts["public_verdict"],
         "reproduced": [f"{a} of {n}" for a, n in zip(counts["reproduced"], counts["n"])],
         "same direction": counts["same_direction"], "differs": counts["differs"],
         "direction holds": [f"{a} of {n}" for a, n in zip(counts["direction_holds"], counts["n"])],
@@ -289,8 +301,10 @@ _CODE = {"reproduced": "R", "same direction": "S", "differs": "D", "not run": "-
 
 def verdicts_markdown(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Claims (rows) x corpora (columns, by split number): R reproduced, S same direction, D differs, - not run."""
-    wide = verdicts.assign(code=verdicts["verdict"].map(_CODE)).pivot(index="id", columns="split", values="code")
-    wide = wide.reindex(index=list(dict.fromkeys(verdicts["id"])))
+    label = verdicts["experiment"] + "." + verdicts["id"]
+    wide = verdicts.assign(code=verdicts["verdict"].map(_CODE), id=label).pivot(index="id", columns="split",
+                                                                              values="code")
+    wide = wide.reindex(index=list(dict.fromkeys(label)))
     wide.columns = ["public" if c == 0 else str(c) for c in wide.columns]
     return wide.reset_index()
 
@@ -385,3 +399,8 @@ def figure(sp: pd.DataFrame, values: pd.DataFrame, k: int | None = None):
                title="The headline across corpora: each policy on the public split and on regenerated corpora",
                title_fontsize=10)
     return fig
+
+
+def claims_from_tables(tables="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
+    return from_tables(tables, claims, "splits_claims")

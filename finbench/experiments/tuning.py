@@ -29,12 +29,14 @@ import numpy as np
 import pandas as pd
 
 from finbench import metrics as M
-from finbench.claims import REL_TOL, claims_notes, numeric, qualitative
+from finbench.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
 from finbench.policies import SOP
 from finbench.policy_refs import as_ref, parse_label, policy_label
 from finbench.run import corpus_for, sweep
 
 NAME = "tuning"
+SECTION = "Tuning transfer: Table VII"
+"""The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 PROCEDURE = "sop"
 KNOBS = ("poll_interval", "patience")
 CONTROL = "react"
@@ -48,7 +50,7 @@ ROLES = ("default", "tuned", "control")
 TIE = 1e-9
 """Two mean gaps within this many dollars are a tie (they are equal: the configurations
 played the same episodes, e.g. a patience longer than the call budget lets the procedure poll)."""
-__all__ = ["best", "claims", "config_label", "default_knobs", "grid_frame", "grid_markdown", "grid_table", "notes",
+__all__ = ["best", "claims", "claims_from_tables", "config_label", "default_knobs", "grid_frame", "grid_markdown", "grid_table", "notes",
            "policies", "regenerated", "splits_markdown", "splits_table", "table7", "table7_markdown"]
 
 
@@ -425,3 +427,8 @@ def notes(grid: pd.DataFrame, t7: pd.DataFrame, per_split: pd.DataFrame, claims_
         "",
     ]
     return lines + (claims_notes(claims_list) if claims_list else [])
+
+
+def claims_from_tables(tables="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
+    return from_tables(tables, claims, "tuning_grid", "table7", "tuning_splits")

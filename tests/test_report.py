@@ -1,0 +1,73 @@
+"""The claims report (issue 13): every claim's "ours" is recomputed from the files under tables/."""
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from finbench.experiments import report as R
+from finbench.reporting import read_table
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLES = ROOT / "tables"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return R.collect(TABLES)
+
+
+def test_every_experiment_with_claims_is_in_the_report():
+    assert set(R.modules()) == {*R.EXPERIMENTS, R.ACROSS}
+
+
+def test_the_report_covers_the_papers_claims(rows):
+    assert len(rows) >= 40
+    assert not rows.duplicated(["experiment", "id"]).any()
+    assert set(rows.verdict) <= {"reproduced", "same direction", "differs", "not run"}
+    assert all((ROOT / s).is_file() for s in rows.source)
+    # the headline's and the twins' claims carry their counts over the regenerated corpora
+    across = rows[rows.corpora_n > 0]
+    assert set(across.experiment) == {"headline", "twins"}
+    assert (across.corpora_holds <= across.corpora_direction).all() and (across.corpora_direction <= across.corpora_n).all()
+    assert (rows.loc[rows.corpora_n == 0, "corpora_verdict"] == "").all()
+
+
+def test_committed_claims_files_match_their_tables_and_the_report(rows):
+    assert R.stale(TABLES) == []
+    written = read_table(TABLES / "claims.csv")
+    again = pd.read_csv(pd.io.common.StringIO(rows.to_csv(index=False, float_format="%.10g")))
+    pd.testing.assert_frame_equal(written, again, check_dtype=False)
+
+
+def test_changing_a_table_changes_its_claim_rows(tmp_path, rows):
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    text = (tables / "table2.csv").read_text()
+    t2 = read_table(tables / "table2.csv")
+    head = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+    t2.loc[t2.policy == "finality_gate", "exact_pct"] = 50.0
+    (tables / "table2.csv").write_text(head + t2.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
+    changed = R.collect(tables).set_index(["experiment", "id"])
+    before = rows.set_index(["experiment", "id"])
+    assert before.loc[("headline", "gate_exact"), "verdict"] == "reproduced"
+    assert changed.loc[("headline", "gate_exact"), "ours"] == 50.0
+    assert changed.loc[("headline", "gate_exact"), "verdict"] == "differs"
+    # a row that does not read that cell is unchanged, and the experiment's own claims file is now stale
+    assert changed.loc[("twins", "gate_paired_loss"), "ours"] == before.loc[("twins", "gate_paired_loss"), "ours"]
+    assert R.stale(tables) == [str(tables / "claims_headline.csv")]
+
+
+def test_a_missing_table_is_named(tmp_path):
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    (tables / "table4.csv").unlink()
+    with pytest.raises(FileNotFoundError, match="table4.csv"):
+        R.collect(tables)
+
+
+def test_counts_add_up(rows):
+    c = R.counts(rows).set_index("section")
+    assert c.loc["all", "total"] == len(rows)
+    assert c.drop("all")["total"].sum() == len(rows)
+    assert list(c.index[:-1]) == list(dict.fromkeys(rows.section))
