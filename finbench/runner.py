@@ -114,10 +114,24 @@ def check_inputs(where: str, corpus, seeds, profile, costs) -> tuple[FaultProfil
     return profile, costs, seeds
 
 
+_LOCAL_BACKENDS = ("LokyBackend", "MultiprocessingBackend", "ThreadingBackend", "SequentialBackend")
+
+
+def _cluster_backend() -> bool:
+    """Whether `joblib.parallel_config(backend=...)` has chosen a cluster (Dask, Ray, ...): its
+    workers are not this machine's cores."""
+    from joblib.parallel import get_active_backend
+
+    return type(get_active_backend()[0]).__name__ not in _LOCAL_BACKENDS
+
+
 def _cap_jobs(n_jobs: int, work: int) -> int:
-    """At most one worker per piece of work and per core (a note when capped)."""
+    """At most one worker per piece of work and per core (a note when capped); under a cluster
+    backend, per piece of work only (-1: one per piece, and the cluster schedules them)."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
         raise bad("evaluate", "n_jobs", n_jobs, "a positive integer, or -1 for every core")
+    if n_jobs != 1 and work > 1 and _cluster_backend():
+        return work if n_jobs == -1 else min(n_jobs, work)
     cores = os.cpu_count() or 1
     want = cores if n_jobs == -1 else n_jobs
     capped = max(1, min(want, cores, work))

@@ -1,40 +1,110 @@
-"""The README's code runs as printed: its own-agent example and the experiment layer's (issue 7, acceptance 1)."""
+"""The README as a new user meets it (issue 13, acceptance 2): every code block runs as printed, and what
+it says about the claims agrees with tables/claims.csv."""
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from finbench.reporting import read_table
+
 ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"^```(\w*)\n(.*?)^```", README, flags=re.S | re.M)
+SETUP = "make reproduce"
 
 
-def _blocks(section: str) -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"## {section}\n")
-    end = text.find("\n## ", start + 1)
-    return re.findall(r"```python\n(.*?)```", text[start:end if end > 0 else None], flags=re.S)
+def _section(title: str) -> str:
+    start = README.index(f"## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start:end if end > 0 else None]
 
 
-def test_own_agent_and_experiment_layer_examples_run_as_printed(tmp_path, monkeypatch, capsys):
+def test_every_block_is_python_or_shell_and_none_is_indented():
+    assert BLOCKS and {lang for lang, _ in BLOCKS} == {"python", "sh"}
+    assert not re.search(r"\n\n(    |\t)\S", README.replace("```", "")), "an indented code block the test cannot run"
+
+
+def test_the_two_commands_are_the_ones_ci_runs():
+    """`make reproduce` and `make test` are run as printed by CI itself (.ci/run), not from inside the tests."""
+    setup = [code for lang, code in BLOCKS if SETUP in code]
+    assert len(setup) == 1
+    commands = [line.split("#")[0].strip() for line in setup[0].splitlines() if line.strip()]
+    assert commands == ["make reproduce", "make test"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert all(re.search(rf"^{c}\b", ci, flags=re.M) for c in commands)
+
+
+def test_shell_blocks_run_as_printed():
+    python = ROOT / ".venv" / "bin" / "python"
+    if not python.exists():
+        pytest.fail("the README's commands use .venv/bin/python: run `make test` (it creates .venv)")
+    for lang, code in BLOCKS:
+        if lang != "sh" or SETUP in code:
+            continue
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        # the grade command's exit status is its verdict: 0 pass, 1 violation, 2 unscorable
+        assert out.returncode in (0, 1, 2), (code, out.stderr)
+        assert "verdict" in out.stdout.lower(), out.stdout
+
+
+@pytest.fixture()
+def user(tmp_path, monkeypatch):
+    """A fresh working folder holding the repository's example traces, with its own episode cache."""
     from finbench import runner
 
     monkeypatch.setattr(runner, "CACHE_DIR", tmp_path / "cache")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "traces").symlink_to(ROOT / "data" / "traces")
     monkeypatch.chdir(tmp_path)
-    agent, layer = _blocks("Testing your own agent"), _blocks("The experiment layer")
-    assert len(agent) == 2 and len(layer) == 1
-    ns: dict = {}
+    return tmp_path
 
-    def run(block):
-        exec(compile(block.replace("/tmp/", f"{tmp_path}/"), "README.md", "exec"), ns)
 
-    run(agent[0])
+def _run(code: str, tmp_path: Path) -> dict:
+    ns: dict = {"__name__": "__readme__"}
+    exec(compile(code.replace("/tmp/", f"{tmp_path}/"), "README.md", "exec"), ns)
+    return ns
+
+
+def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
+    from tests.test_llm import Loopback
+
+    python = [code for lang, code in BLOCKS if lang == "python"]
+    assert len(python) == 6
+    server = Loopback()
+    monkeypatch.setenv("FINBENCH_BASE_URL", server.base_url)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    try:
+        seen = [_run(code, user) for code in python]
+    finally:
+        server.close()
+    own, layer_own, model, grade, dask, layer = seen
     out = capsys.readouterr().out
-    t2 = ns["headline"].table2(ns["df"]).set_index("policy")
-    assert list(t2.index) == ["finality_gate", "patient"] and "patient" in out and "pass^5" in out
-    assert t2.loc["patient", "episodes"] == 321 * 5
-    eff = ns["effects"].effects_table(ns["df"], ns["corpus"]).set_index("policy")
-    assert eff.loc["patient", "episodes"] == 321 * 5
-    run(agent[1])
-    assert (tmp_path / "mine" / "my_table2.md").exists()
-    assert list(ns["costly"].costs.unique()) == ["default", "dispute_fee=50"]
-    run(layer[0])
-    assert (tmp_path / "tables" / "claims_headline.csv").exists() and len(ns["df"]) == 14_445
+    assert "patient" in out and "finality_gate" in out
+    assert len(own["df"]) == 2 * 321 * 5 and set(own["df"].policy) == {"patient", "finality_gate"}
+    assert list(layer_own["costly"].costs.unique()) == ["default", "dispute_fee=50"]
+    assert (user / "mine" / "my_table2.md").exists()
+    assert model["res"].policy and len(list((user / "data" / "model_runs").rglob("*.jsonl"))) >= 61
+    assert grade["verdict"].verdict in ("pass", "violation", "unscorable")
+    assert len(dask["df"]) == 14_445
+    assert (user / "tables" / "claims_headline.csv").exists() and len(layer["df"]) == 14_445
+
+
+def test_the_reproduction_section_agrees_with_the_claims_table():
+    rows = read_table(ROOT / "tables" / "claims.csv")
+    text = " ".join(_section("Does it reproduce?").split())
+    n = rows.verdict.value_counts()
+    assert (f"{len(rows)} claims" in text and f"**{n.get('reproduced', 0)} reproduced, {n.get('same direction', 0)} "
+            f"same direction, {n.get('differs', 0)} differ, {n.get('not run', 0)} not run**" in text)
+    across = rows[rows.corpora_n > 0]
+    assert f"{len(across)} claims were also recomputed on {across.corpora_n.max()} regenerated corpora" in text
+    assert f"{(across.corpora_verdict == 'reproduced').sum()} of them are reproduced" in text
+    # every claim that differs is named, with its reason
+    for r in rows[rows.verdict == "differs"].itertuples():
+        assert f"`{r.experiment}.{r.id}`" in text, f"{r.experiment}.{r.id} differs but the README does not say why"
+    for path in re.findall(r"\]\(((?:tables|figures|docs)/[^)]+)\)", README):
+        assert (ROOT / path).is_file(), path
+    for path in re.findall(r'src="([^"]+)"', README):
+        assert (ROOT / path).is_file(), path

@@ -20,7 +20,8 @@ ORACLE = "finality_oracle"
 NAME = "headline"
 SECTION = "Headline: Tables II and III, Figure 1"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
-__all__ = ["claims", "claims_from_tables", "claims_notes", "figure1", "table2", "table2_markdown", "table3", "table3_gap"]
+__all__ = ["claims", "claims_from_tables", "claims_notes", "figure1", "table2", "table2_markdown", "table3",
+           "table3_gap"]
 
 
 def table2(df: pd.DataFrame, run=None) -> pd.DataFrame:

@@ -38,8 +38,8 @@ SECTION = "The model arm: Table V"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 SOURCE = "tables/table5.csv"
 ZERO_GAP = 0.005  # the exactness tolerance of a single episode (EpisodeResult.exact)
-__all__ = ["claims", "claims_from_tables", "model_episodes", "notes", "run_model", "stratified_subset", "subset_run", "table5",
-           "table5_markdown"]
+__all__ = ["claims", "claims_from_tables", "model_episodes", "notes", "run_model", "stratified_subset", "subset_run",
+           "table5", "table5_markdown"]
 
 
 # --- the subset -------------------------------------------------------------------------

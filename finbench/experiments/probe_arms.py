@@ -37,8 +37,8 @@ GATE = "finality_gate"
 ORACLE = "finality_oracle"
 POLICIES = (*DEFAULT_POLICIES, RECONCILER)
 """SPEC's nine, then the reconciler."""
-__all__ = ["POLICIES", "archetypes", "arms", "claims", "claims_from_tables", "differences", "figure", "notes", "table8",
-           "table8_markdown"]
+__all__ = ["POLICIES", "archetypes", "arms", "claims", "claims_from_tables", "differences", "figure", "notes",
+           "table8", "table8_markdown"]
 
 
 def modes() -> list[ProbeMode]:

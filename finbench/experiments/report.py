@@ -34,7 +34,8 @@ EXPERIMENTS = ("headline", "twins", "model_arm", "ablation", "tuning", "cost_swe
 ACROSS = "splits"
 """The experiment that counts claims across regenerated corpora (folded in as columns)."""
 COLORS = {"reproduced": "#1b9e77", "same direction": "#e6ab02", "differs": "#d95f02", "not run": "#999999"}
-__all__ = ["ACROSS", "EXPERIMENTS", "collect", "counts", "differing", "figure", "markdown", "modules", "notes", "stale", "stamp"]
+__all__ = ["ACROSS", "EXPERIMENTS", "collect", "counts", "differing", "figure", "markdown", "modules", "notes",
+           "stale", "stamp"]
 
 
 def modules() -> dict:

@@ -62,8 +62,8 @@ METRICS = (("exact_pct", "exact %"), ("mean_gap", "mean gap $"), ("passk_pct", "
 """Table II's columns, in its order (pass^k: k = min(5, seeds))."""
 INTERVALS = {"exact_pct": ("exact_lo", "exact_hi"), "mean_gap": ("gap_lo", "gap_hi"),
              "diff_to_gate": ("diff_lo", "diff_hi")}
-__all__ = ["CELLS", "METRICS", "across", "claim_counts", "claims", "claims_from_tables", "counts_markdown", "figure", "notes", "spread",
-           "spread_markdown", "verdicts_markdown"]
+__all__ = ["CELLS", "METRICS", "across", "claim_counts", "claims", "claims_from_tables", "counts_markdown", "figure",
+           "notes", "spread", "spread_markdown", "verdicts_markdown"]
 
 
 def _k(t2: pd.DataFrame) -> int:

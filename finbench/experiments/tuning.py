@@ -50,8 +50,9 @@ ROLES = ("default", "tuned", "control")
 TIE = 1e-9
 """Two mean gaps within this many dollars are a tie (they are equal: the configurations
 played the same episodes, e.g. a patience longer than the call budget lets the procedure poll)."""
-__all__ = ["best", "claims", "claims_from_tables", "config_label", "default_knobs", "grid_frame", "grid_markdown", "grid_table", "notes",
-           "policies", "regenerated", "splits_markdown", "splits_table", "table7", "table7_markdown"]
+__all__ = ["best", "claims", "claims_from_tables", "config_label", "default_knobs", "grid_frame", "grid_markdown",
+           "grid_table", "notes", "policies", "regenerated", "splits_markdown", "splits_table", "table7",
+           "table7_markdown"]
 
 
 def default_knobs() -> dict[str, int]:
