@@ -25,6 +25,7 @@ _EXPORTS = {
     "publish": ("publish",),
     "claims": ("Claim",),
     "pricing": ("reprice",),
+    "timeline": ("draw_timeline", "timeline_figure"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

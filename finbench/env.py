@@ -598,7 +598,6 @@ def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None 
             label with knobs such as "sop[patience=60]", a `(name, knobs)` pair, a
             class or a factory); a reference makes a fresh policy.
 
-    Raises:
         probe: the probe mode (default: `ProbeMode.full()`).
 
     Raises:
@@ -606,7 +605,8 @@ def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None 
             other than `(tool, args)`.
     """
     label = None
-    if not (hasattr(policy, "act") and hasattr(policy, "begin")):
+    # a class has `act` and `begin` too, but as a reference: it makes the policy
+    if isinstance(policy, type) or not (hasattr(policy, "act") and hasattr(policy, "begin")):
         from finbench.policy_refs import as_ref
 
         ref = as_ref(policy)

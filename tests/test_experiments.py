@@ -67,6 +67,7 @@ def test_user_policies_in_every_form_match_run_episode():
         for seed in (0, 1):
             row = df[(df.task_id == task.task_id) & (df.seed == seed)].set_index("policy")
             assert row.loc["patient", "position"] == fb.run_episode(task, Patient(), seed).position
+            assert fb.run_episode(task, Patient, seed) == fb.run_episode(task, Patient(), seed)  # a class too
             assert row.loc["counting", "position"] == fb.run_episode(task, Counting(), seed).position
     # the stateful object was copied for every episode: each wrote off after four calls
     assert (df[df.policy == "counting"].n_calls == 4).all()

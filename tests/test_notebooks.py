@@ -22,7 +22,8 @@ NOTEBOOKS = {
                                 "figures/figure1.png", "figures/figure1.pdf", "figures/figure1_passk.png",
                                 "figures/figure1_passk.pdf"]),
     "02_twins": (SMALL_RUN, ["tables/table4.csv", "tables/table4.md", "tables/claims_twins.csv",
-                             "tables/claims_twins.md", "figures/figure2.png", "figures/figure2.pdf"]),
+                             "tables/claims_twins.md", "figures/figure2.png", "figures/figure2.pdf",
+                             "figures/timeline.png", "figures/timeline.pdf"]),
     "03_model_arm": ({"n_tasks": 30, "subset_size": 12}, ["tables/table5.csv", "tables/table5.md",
                                                          "tables/claims_model_arm.csv", "tables/claims_model_arm.md"]),
     "04_ablation": (SMALL_RUN, ["tables/table6.csv", "tables/table6.md", "tables/table6_firings.csv",
@@ -48,6 +49,7 @@ NOTEBOOKS = {
     "08_effects": ({k: v for k, v in SMALL_RUN.items() if k != "n_boot"}, ["tables/effects.csv", "tables/effects.md", "data/traces/episode_example.jsonl"]),
     # reads the committed tables (its default sources_dir), writes the report into the test's folder
     "99_claims": ({}, ["tables/claims.csv", "tables/claims.md", "figures/claims.png", "figures/claims.pdf"]),
+    "explore": ({}, []),  # default parameters; writes nothing under tables/, figures/ or data/
 }
 
 
