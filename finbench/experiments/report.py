@@ -18,6 +18,7 @@ the experiment modules (they never import each other).
 from __future__ import annotations
 
 import importlib
+import io
 import math
 import pkgutil
 from pathlib import Path
@@ -34,8 +35,8 @@ EXPERIMENTS = ("headline", "twins", "model_arm", "ablation", "tuning", "cost_swe
 ACROSS = "splits"
 """The experiment that counts claims across regenerated corpora (folded in as columns)."""
 COLORS = {"reproduced": "#1b9e77", "same direction": "#e6ab02", "differs": "#d95f02", "not run": "#999999"}
-__all__ = ["ACROSS", "EXPERIMENTS", "collect", "counts", "differing", "figure", "markdown", "modules", "notes",
-           "stale", "stamp"]
+__all__ = ["ACROSS", "EXPERIMENTS", "as_written", "collect", "counts", "differing", "figure", "markdown", "modules",
+           "notes", "stale", "stamp"]
 
 
 def modules() -> dict:
@@ -80,18 +81,22 @@ def collect(tables="tables") -> pd.DataFrame:
         frames.append(f)
     rows = pd.concat(frames, ignore_index=True)
     counts = _across(tables)
-    n, holds, direction, verdict = [], [], [], []
-    if counts is not None:
-        majority = {c.id: c.verdict for c in _module(ACROSS).claims_from_tables(tables)}
-    for r in rows.itertuples():
-        key = (r.experiment, r.id)
+    majority = {} if counts is None else {c.id: c.verdict for c in _module(ACROSS).claims_from_tables(tables)}
+    across = []
+    for key in zip(rows["experiment"], rows["id"]):
         if counts is None or key not in counts.index:
-            n.append(0), holds.append(0), direction.append(0), verdict.append("")
-            continue
-        c = counts.loc[key]
-        n.append(int(c["n"])), holds.append(int(c["holds"])), direction.append(int(c["direction_holds"]))
-        verdict.append(majority[f"{r.experiment}.{r.id}"])
-    return rows.assign(corpora_n=n, corpora_holds=holds, corpora_direction=direction, corpora_verdict=verdict)
+            across.append((0, 0, 0, ""))
+        else:
+            c = counts.loc[key]
+            across.append((int(c["n"]), int(c["holds"]), int(c["direction_holds"]), majority[".".join(key)]))
+    cols = ["corpora_n", "corpora_holds", "corpora_direction", "corpora_verdict"]
+    return pd.concat([rows, pd.DataFrame(across, columns=cols)], axis=1)
+
+
+def as_written(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` as `read_table` gives it back after `write_table` (floats at `%.10g`): what to compare
+    a table on disk with."""
+    return pd.read_csv(io.StringIO(frame.to_csv(index=False, float_format="%.10g")))
 
 
 def stale(tables="tables") -> list[str]:
@@ -105,10 +110,8 @@ def stale(tables="tables") -> list[str]:
         if not path.is_file():
             out.append(str(path))
             continue
-        written = read_table(path)
-        again = pd.read_csv(pd.io.common.StringIO(fresh.to_csv(index=False, float_format="%.10g")))
         try:
-            pd.testing.assert_frame_equal(written, again, check_dtype=False)
+            pd.testing.assert_frame_equal(read_table(path), as_written(fresh), check_dtype=False)
         except AssertionError:
             out.append(str(path))
     return out
