@@ -9,23 +9,23 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "constants": ("HANDOVER", "HORIZON", "PUBLIC_SEED", "REGEN_SEED", "SHIP_BY"),
-    "corpus": ("Corpus", "CorpusError", "Task", "load_corpus", "make_corpus", "make_task"),
-    "economics": ("Costs",),
-    "env": ("EpisodeResult", "FinalityEnv", "run_episode"),
-    "faults": ("FaultProfile",),
-    "probe": ("ProbeMode",),
+    "sim.constants": ("HANDOVER", "HORIZON", "PUBLIC_SEED", "REGEN_SEED", "SHIP_BY"),
+    "sim.corpus": ("Corpus", "CorpusError", "Task", "load_corpus", "make_corpus", "make_task"),
+    "sim.economics": ("Costs",),
+    "sim.env": ("EpisodeResult", "FinalityEnv", "run_episode"),
+    "sim.faults": ("FaultProfile",),
+    "sim.probe": ("ProbeMode",),
     "grading": ("CHECKS", "Contract", "TraceError", "Verdict", "grade_trace", "load_trace"),
-    "policies": ("POLICIES", "Policy", "get_policy"),
-    "policy_refs": ("PolicyRef", "register_policy"),
+    "agents.policies": ("POLICIES", "Policy", "get_policy"),
+    "agents.registry": ("PolicyRef", "register_policy"),
     "errors": ("FinbenchError", "PolicyError"),
-    "runner": ("evaluate",),
-    "tools": ("tool_schemas",),
-    "run": ("Run", "sweep"),
-    "publish": ("publish",),
-    "claims": ("Claim",),
-    "pricing": ("reprice",),
-    "timeline": ("draw_timeline", "timeline_figure"),
+    "running.evaluation": ("evaluate",),
+    "sim.tools": ("tool_schemas",),
+    "running.run": ("Run", "sweep"),
+    "analysis.publish": ("publish",),
+    "analysis.claims": ("Claim",),
+    "running.reprice": ("reprice",),
+    "analysis.timeline": ("draw_timeline", "timeline_figure"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

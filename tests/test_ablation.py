@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.experiments import ablation as A
 
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import finbench as fb
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.errors import FinbenchError, PolicyError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,7 +176,7 @@ def test_exit_codes_are_listed_alike_everywhere():
 # --- corpus files -------------------------------------------------------------------------------
 
 def _rewrite(path: Path, header_edit=None, task_edit=None, reseal=True) -> Path:
-    from finbench.corpus import _file_digest, fingerprint_of, validate_task  # noqa: F401
+    from finbench.sim.corpus import _file_digest, fingerprint_of, validate_task  # noqa: F401
 
     lines = path.read_text().splitlines()
     header, tasks = json.loads(lines[0]), [json.loads(x) for x in lines[1:]]

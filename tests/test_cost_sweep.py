@@ -3,9 +3,9 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench import metrics as M
+from finbench.analysis import metrics as M
 from finbench.experiments import cost_sweep as S
-from finbench.run import clear_memo
+from finbench.running.run import clear_memo
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import finbench as fb
-from finbench import constants as C
-from finbench.env import FinalityEnv
-from finbench.world import World
+from finbench.sim import constants as C
+from finbench.sim.env import FinalityEnv
+from finbench.sim.world import World
 
 NONE = fb.FaultProfile.none()
 

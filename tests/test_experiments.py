@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench import claims as CL
-from finbench.policies import Policy
-from finbench.policy_refs import PolicyError, PolicyRef, parse_label, policy_label, resolve_policies
-from finbench.pricing import PRICED, reprice
-from finbench.reporting import read_table
-from finbench.run import clear_memo
-from finbench.runner import evaluate
+from finbench.analysis import claims as CL
+from finbench.agents.policies import Policy
+from finbench.agents.registry import PolicyError, PolicyRef, parse_label, policy_label, resolve_policies
+from finbench.running.reprice import PRICED, reprice
+from finbench.analysis.tables import read_table
+from finbench.running.run import clear_memo, costs_label
+from finbench.running.evaluation import evaluate
 
 SMALL = fb.make_corpus(n_tasks=40)
 
@@ -101,7 +101,7 @@ def test_bad_policy_objects_are_named():
 
 
 def test_registered_policies_do_not_change_the_default_set():
-    from finbench.policy_refs import REGISTRY, register_policy
+    from finbench.agents.registry import REGISTRY, register_policy
 
     register_policy("patient_test", Patient)
     try:
@@ -127,7 +127,7 @@ COSTS = [fb.Costs(cogs_rate=0.4), fb.Costs(dispute_fee=50.0, escalation_cost=10.
          fb.Costs(cogs_rate=0.8, dispute_fee=15.0, escalation_cost=36.0)]
 
 
-@pytest.mark.parametrize("costs", COSTS, ids=lambda c: fb.run.costs_label(c))
+@pytest.mark.parametrize("costs", COSTS, ids=lambda c: costs_label(c))
 def test_repricing_equals_simulating(costs):
     seeds = [0, 3]
     base = evaluate(SMALL, None, seeds=seeds, cache=False)
@@ -169,7 +169,7 @@ def test_run_rejects_what_is_not_a_run():
 
 
 def test_sweep_shares_episodes_and_reprices(monkeypatch):
-    from finbench import runner
+    from finbench.running import evaluation as runner
 
     clear_memo()
     calls = []
@@ -183,7 +183,7 @@ def test_sweep_shares_episodes_and_reprices(monkeypatch):
     assert set(out.costs) == {"default", "cogs_rate=0.4", "dispute_fee=50"}
     for c in costs[1:]:
         direct = evaluate(SMALL, ["sop", "finality_gate"], seeds=[0, 1], costs=c, cache=False)
-        got = out[(out.costs == fb.run.costs_label(c)) & (out.policies == "sop, finality_gate")]
+        got = out[(out.costs == costs_label(c)) & (out.policies == "sop, finality_gate")]
         pd.testing.assert_frame_equal(got.drop(columns=["costs", "policies"]).reset_index(drop=True), direct)
     clear_memo()
 
@@ -251,17 +251,17 @@ def test_claim_ids_are_unique():
 
 def test_grading_imports_neither_pandas_nor_the_simulator():
     code = ("import sys, finbench.grading, finbench.cli; "
-            "bad = [m for m in ('pandas', 'numpy', 'finbench.world', 'finbench.env', 'finbench.runner') "
+            "bad = [m for m in ('pandas', 'numpy', 'finbench.sim.world', 'finbench.sim.env', 'finbench.running.evaluation') "
             "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout
     names = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
-    assert "finbench.grading" in names and "pandas" not in names and "finbench.world" not in names
+    assert "finbench.grading" in names and "pandas" not in names and "finbench.sim.world" not in names
 
 
 def test_registered_names_work_in_worker_processes():
     # a worker process that never imported the registering module imports it first
-    import finbench.plans as P
+    import finbench.agents.plans as P
 
     label = fb.PolicyRef.named("plan", next(iter(P.all_plans()))).label
     one = evaluate(SMALL, [label, "sop"], seeds=[0], n_jobs=1, cache=False)

@@ -1,9 +1,9 @@
-"""The explore notebook's helpers (finbench.explore): arms and probe modes by name, filters, counts, re-grading."""
+"""The explore notebook's helpers (finbench.analysis.explore): arms and probe modes by name, filters, counts, re-grading."""
 import pytest
 
 import finbench as fb
-from finbench import constants as C
-from finbench.explore import (VERDICTS, checks, counts, explore_run, pick_row, probe_named, profile_named,
+from finbench.sim import constants as C
+from finbench.analysis.explore import (VERDICTS, checks, counts, explore_run, pick_row, probe_named, profile_named,
                               select)
 
 
@@ -81,7 +81,7 @@ def test_select_counts_and_pick(run_rows):
 def test_checks_regrade_the_replayed_trace(run_rows):
     import matplotlib.pyplot as plt
 
-    from finbench.timeline import draw_row
+    from finbench.analysis.timeline import draw_row
 
     run, df = run_rows
     for verdict in ("pass", "violation"):

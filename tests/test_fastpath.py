@@ -13,13 +13,13 @@ import weakref
 import pytest
 
 import finbench as fb
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.bench import Public  # a built-in policy wrapped as a user's agent would be
-from finbench.env import EpisodeResult, FinalityEnv, batch_mode, play, reference_position, trusted
+from finbench.sim.env import EpisodeResult, FinalityEnv, batch_mode, play, reference_position, trusted
 from finbench.grading import CHECKS, grade_trace
-from finbench.policies import SOP, Policy, Routine
-from finbench.rng import Keyed, integer, uniform
-from finbench.trace import episode_contract, grade_episode
+from finbench.agents.policies import SOP, Policy, Routine
+from finbench.sim.rng import Keyed, integer, uniform
+from finbench.sim.trace import episode_contract, grade_episode
 
 CORPUS = fb.make_corpus(n_tasks=60)
 TASKS = CORPUS.tasks[::4]  # every archetype, twins included
@@ -80,7 +80,7 @@ def test_only_the_built_in_classes_are_trusted():
     class MySOP(SOP):  # inherits `trusted = True` but is not the package's own class
         pass
 
-    class Claims(Policy):  # says so, but lives outside finbench.policies
+    class Claims(Policy):  # says so, but lives outside finbench.agents.policies
         trusted = True
 
         def act(self, obs):
@@ -177,7 +177,7 @@ def test_episode_result_is_built_as_the_constructor_builds_it():
 
 
 def test_memoised_outcomes_match_a_fresh_settlement():
-    from finbench.economics import settle_case
+    from finbench.sim.economics import settle_case
 
     for task in TASKS:
         for name in fb.POLICIES:

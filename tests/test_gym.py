@@ -1,4 +1,4 @@
-"""`finbench.gym`: Gymnasium's own checker passes, and a tool call through it is a FinalityEnv step."""
+"""`finbench.agents.gym`: Gymnasium's own checker passes, and a tool call through it is a FinalityEnv step."""
 import json
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 gymnasium = pytest.importorskip("gymnasium")
 
 import finbench as fb  # noqa: E402
-from finbench.gym import FinalityGym  # noqa: E402
+from finbench.agents.gym import FinalityGym  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 
 import finbench as fb
 from finbench.experiments import model_arm as M
-from finbench.llm import ModelAgent, read_transcript, system_prompt
+from finbench.agents.llm import ModelAgent, read_transcript, system_prompt
 
 MODEL = "loopback/scripted:v1"
 KEY_ENV = "FINBENCH_TEST_MODEL_KEY"
@@ -319,7 +319,7 @@ def test_stratified_subset_keeps_every_archetype_and_whole_pairs():
 
 def test_notebook_without_network_or_transcripts_shows_the_gate_row_and_a_note(tmp_path, monkeypatch):
     from finbench.pipeline import ROOT, run_notebook
-    from finbench.reporting import read_table
+    from finbench.analysis.tables import read_table
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     params = {"n_tasks": 30, "subset_size": 12, "tables_dir": str(tmp_path / "tables"),
@@ -337,7 +337,7 @@ def test_notebook_without_network_or_transcripts_shows_the_gate_row_and_a_note(t
 
 def test_notebook_builds_table5_from_transcripts_on_disk(tmp_path, key):
     from finbench.pipeline import ROOT, run_notebook
-    from finbench.reporting import read_table
+    from finbench.analysis.tables import read_table
 
     run = M.subset_run(fb.PUBLIC_SEED, 30, 12, 0, seeds=[0], cache=False)
     srv = Loopback()

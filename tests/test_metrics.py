@@ -1,4 +1,4 @@
-"""Tests for finbench.metrics: pass^k, rates, the unit-clustered bootstrap, twins."""
+"""Tests for finbench.analysis.metrics: pass^k, rates, the unit-clustered bootstrap, twins."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finbench import metrics as m
+from finbench.analysis import metrics as m
 
 SEEDS = range(5)
 

@@ -8,7 +8,7 @@ import pytest
 
 import finbench as fb
 from finbench.pipeline import notebooks, run_notebook
-from finbench.reporting import read_table
+from finbench.analysis.tables import read_table
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_RUN = {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1}
@@ -165,8 +165,8 @@ def test_notebooks_share_one_session_cache(executed):
     files = list(executed.cache.rglob("*.json"))
     assert set(fb.POLICIES) <= {f.parent.name for f in files}
     # the default-profile run of 01 and 08 is one set of files: 30 tasks = 2 chunks per policy
-    from finbench import cache as K
-    from finbench.run import Run
+    from finbench.running import cache as K
+    from finbench.running.run import Run
 
     run = Run.make(n_tasks=30, seeds=range(2))
     chunks = [[t.task_id for t in run.corpus.tasks[i:i + 24]] for i in (0, 24)]

@@ -7,19 +7,19 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench import constants as C
-from finbench.claims import claims_frame
-from finbench.corpus import Corpus
-from finbench.env import reference_position, run_episode
+from finbench.sim import constants as C
+from finbench.analysis.claims import claims_frame
+from finbench.sim.corpus import Corpus
+from finbench.sim.env import reference_position, run_episode
 from finbench.errors import FinbenchError, PolicyError
 from finbench.experiments import plan_search as PS
-from finbench.faults import FaultProfile
-from finbench.plans import ACTIONS, N_PLANS, RETRIES, WAITS, Plan, all_plans, plan_label, plan_ref
-from finbench.policies import FinalityOracle
-from finbench.policy_refs import as_ref, parse_label
-from finbench.reporting import read_table
-from finbench.run import Run
-from finbench.runner import evaluate
+from finbench.sim.faults import FaultProfile
+from finbench.agents.plans import ACTIONS, N_PLANS, RETRIES, WAITS, Plan, all_plans, plan_label, plan_ref
+from finbench.agents.policies import FinalityOracle
+from finbench.agents.registry import as_ref, parse_label
+from finbench.analysis.tables import read_table
+from finbench.running.run import Run
+from finbench.running.evaluation import evaluate
 
 
 @pytest.fixture(scope="module")

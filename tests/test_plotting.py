@@ -1,4 +1,4 @@
-"""Tests for finbench.plotting: the figures regenerate byte-identically."""
+"""Tests for finbench.analysis.plotting: the figures regenerate byte-identically."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from finbench import plotting  # noqa: E402
+from finbench.analysis import plotting  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,7 +86,7 @@ def test_figures_are_byte_identical_across_processes(tmp_path):
         matplotlib.use("Agg")
         sys.path.insert(0, {str(ROOT)!r})
         import pandas as pd
-        from finbench import plotting
+        from finbench.analysis import plotting
         plotting.apply_style()
         curve = pd.DataFrame({CURVE.to_dict(orient="list")!r}, index={list(CURVE.index)!r})
         fig = plotting.plot_pass_k_curve(curve)

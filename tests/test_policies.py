@@ -2,8 +2,8 @@
 import pytest
 
 import finbench as fb
-from finbench import constants as C
-from finbench.env import FinalityEnv, play
+from finbench.sim import constants as C
+from finbench.sim.env import FinalityEnv, play
 
 CORPUS = fb.make_corpus()
 UNPRIVILEGED = [p for p in fb.POLICIES if p != "finality_oracle"]

@@ -3,12 +3,12 @@ the reconciler's privilege test, and that the default mode changes nothing."""
 import pytest
 
 import finbench as fb
-from finbench import cache as K
-from finbench import constants as C
-from finbench.env import FinalityEnv, play
+from finbench.running import cache as K
+from finbench.sim import constants as C
+from finbench.sim.env import FinalityEnv, play
 from finbench.errors import FinbenchError
-from finbench.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
-from finbench.reconciler import Reconciler
+from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
+from finbench.agents.reconciler import Reconciler
 from tests.test_policies import calls_before
 
 CORPUS = fb.make_corpus()
@@ -113,7 +113,7 @@ def test_every_policy_runs_in_every_mode(mode):
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
 def test_fast_path_and_step_agree_in_every_mode(mode):
     """A built-in policy through `_call` and the same policy through the public `step`."""
-    from finbench.policies import FinalityGate
+    from finbench.agents.policies import FinalityGate
 
     class Outside(FinalityGate):  # a subclass is never trusted: it goes through `step`
         pass
@@ -142,7 +142,7 @@ def test_reconciler_cannot_tell_twins_apart(mode):
 
 def test_reconciler_is_registered_beside_the_nine():
     assert "reconciler" not in fb.POLICIES and len(fb.POLICIES) == 9
-    from finbench.policy_refs import DEFAULT_POLICIES, REGISTRY
+    from finbench.agents.registry import DEFAULT_POLICIES, REGISTRY
     assert REGISTRY["reconciler"] is Reconciler and "reconciler" not in DEFAULT_POLICIES
     assert not fb.get_policy("reconciler").privileged
 

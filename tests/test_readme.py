@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from finbench.reporting import read_table
+from finbench.analysis.tables import read_table
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -53,7 +53,7 @@ def test_shell_blocks_run_as_printed():
 @pytest.fixture()
 def user(tmp_path, monkeypatch):
     """A fresh working folder holding the repository's example traces, with its own episode cache."""
-    from finbench import runner
+    from finbench.running import evaluation as runner
 
     monkeypatch.setattr(runner, "CACHE_DIR", tmp_path / "cache")
     (tmp_path / "data").mkdir()

@@ -5,8 +5,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from finbench.experiments import report as R
-from finbench.reporting import read_table
+from finbench.experiments import claims as R
+from finbench.analysis.tables import read_table
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ROOT / "tables"

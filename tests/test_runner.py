@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench import cache as K
-from finbench import runner
-from finbench.policy_refs import PolicyError
-from finbench.runner import CacheWarning, evaluate
+from finbench.running import cache as K
+from finbench.running import evaluation as runner
+from finbench.agents.registry import PolicyError
+from finbench.running.evaluation import CacheWarning, evaluate
 
 SMALL = fb.make_corpus(n_tasks=40)
 POLS = ["random", "sop", "finality_gate", "majority_vote"]
@@ -152,17 +152,24 @@ def test_a_tampered_file_is_recomputed(tmp_path, tamper):
 
 
 def test_the_cache_key_covers_the_engine_source(tmp_path):
+    import shutil
+
+    src = K.Path(K.__file__).resolve().parents[1]
     pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    src = K.Path(K.__file__).resolve().parent
-    for p in src.glob("*.py"):
-        (pkg / p.name).write_bytes(p.read_bytes())
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     base = K.source_digest(pkg)
-    (pkg / "plotting.py").write_text((pkg / "plotting.py").read_text() + "\n# a figure tweak\n")
+    assert K.source_digest() == K.source_digest(src) == base
+    plotting = pkg / "analysis" / "plotting.py"
+    plotting.write_text(plotting.read_text() + "\n# a figure tweak\n")
     assert K.source_digest(pkg) == base  # presentation code does not invalidate episodes
-    (pkg / "policies.py").write_text((pkg / "policies.py").read_text() + "\n# an edited policy\n")
-    assert K.source_digest(pkg) != base
-    assert K.source_digest() == K.source_digest(src)
+    for edited in ("agents/policies.py", "sim/world.py", "grading/__init__.py", "running/evaluation.py",
+                   "agents/prompts/system.txt"):
+        f = pkg / edited
+        keep = f.read_text()
+        f.write_text(keep + "\n# an edit\n")
+        assert K.source_digest(pkg) != base, edited
+        f.write_text(keep)
+    assert K.source_digest(pkg) == base
 
 
 def test_an_edited_engine_does_not_meet_old_rows(tmp_path, monkeypatch):

@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench import constants as C
-from finbench.claims import VERDICTS, claims_frame, qualitative
+from finbench.sim import constants as C
+from finbench.analysis.claims import VERDICTS, claims_frame, qualitative
 from finbench.experiments import headline as H
 from finbench.experiments import splits as S
 from finbench.pipeline import run_notebook
-from finbench.reporting import read_table
-from finbench.splitseeds import regenerated_seeds, split_seeds
+from finbench.analysis.tables import read_table
+from finbench.sim.splitseeds import regenerated_seeds, split_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 N_SPLITS = 3
@@ -38,7 +38,7 @@ def test_split_seeds_are_distinct_and_never_the_public_or_regenerated_seed():
 
 
 def test_split_seeds_are_the_same_in_another_process():
-    code = "from finbench.splitseeds import regenerated_seeds; print(list(regenerated_seeds(12)))"
+    code = "from finbench.sim.splitseeds import regenerated_seeds; print(list(regenerated_seeds(12)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                          env={"PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "123", "PATH": ""})
     assert out.stdout.strip() == str(list(regenerated_seeds(12)))

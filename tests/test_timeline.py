@@ -1,4 +1,4 @@
-"""One episode on one time axis (finbench.timeline): the drawing replays `run_episode` exactly, shows every
+"""One episode on one time axis (finbench.analysis.timeline): the drawing replays `run_episode` exactly, shows every
 lane, marks every fault the world recorded, and never changes a result."""
 import matplotlib
 
@@ -9,11 +9,11 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import finbench as fb  # noqa: E402
-from finbench import constants as C  # noqa: E402
-from finbench.env import FinalityEnv, play  # noqa: E402
-from finbench.plotting import apply_style, save  # noqa: E402
-from finbench.policy_refs import as_ref  # noqa: E402
-from finbench.timeline import (LANES, draw_row, draw_timeline, episode_timeline, pick_twin_pair,  # noqa: E402
+from finbench.sim import constants as C  # noqa: E402
+from finbench.sim.env import FinalityEnv, play  # noqa: E402
+from finbench.analysis.plotting import apply_style, save  # noqa: E402
+from finbench.agents.registry import as_ref  # noqa: E402
+from finbench.analysis.timeline import (LANES, draw_row, draw_timeline, episode_timeline, pick_twin_pair,  # noqa: E402
                                timeline_figure)
 
 

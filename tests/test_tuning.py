@@ -9,11 +9,11 @@ import pytest
 from scipy import stats
 
 import finbench as fb
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.experiments import tuning as T
 from finbench.pipeline import run_notebook
-from finbench.reporting import read_table
-from finbench.splitseeds import split_seeds
+from finbench.analysis.tables import read_table
+from finbench.sim.splitseeds import split_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "05_tuning.ipynb"

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench import metrics as M
-from finbench.claims import VERDICTS
+from finbench.analysis import metrics as M
+from finbench.analysis.claims import VERDICTS
 from finbench.experiments import twins as T
 
 

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import finbench as fb
-from finbench import constants as C
-from finbench.world import World
+from finbench.sim import constants as C
+from finbench.sim.world import World
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = st.builds(lambda fams, p: fb.FaultProfile(p, frozenset(fams)),

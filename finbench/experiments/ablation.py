@@ -18,13 +18,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from finbench import constants as C
-from finbench import metrics as M
-from finbench.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
-from finbench.faults import FaultProfile
-from finbench.policies import UNGATED
-from finbench.policy_refs import DEFAULT_POLICIES, policy_order
-from finbench.run import sweep
+from finbench.sim import constants as C
+from finbench.analysis import metrics as M
+from finbench.analysis.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.sim.faults import FaultProfile
+from finbench.agents.policies import UNGATED
+from finbench.agents.registry import DEFAULT_POLICIES, policy_order
+from finbench.running.run import sweep
 
 NAME = "ablation"
 SECTION = "Fault ablation and the 2x2: Table VI, Figure 3"

@@ -8,7 +8,7 @@ Notebook `06_cost_sweep`:
 Forty-five configurations: cogs_rate {0.4, 0.5, 0.6, 0.7, 0.8} x dispute_fee
 {15, 25, 50} x escalation_cost {10, 18, 36}. No policy sees a price, so the
 episodes are simulated once and re-priced under each configuration
-(`finbench.pricing`); only the reference is recomputed.
+(`finbench.running.reprice`); only the reference is recomputed.
 """
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import itertools
 
 import pandas as pd
 
-from finbench import metrics as M
-from finbench.claims import from_tables, numeric, qualitative
-from finbench.economics import Costs
-from finbench.policies import UNGATED
-from finbench.policy_refs import policy_order
-from finbench.run import sweep
+from finbench.analysis import metrics as M
+from finbench.analysis.claims import from_tables, numeric, qualitative
+from finbench.sim.economics import Costs
+from finbench.agents.policies import UNGATED
+from finbench.agents.registry import policy_order
+from finbench.running.run import sweep
 
 NAME = "cost_sweep"
 SECTION = "The cost sweep"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from finbench import metrics as M
-from finbench.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric, qualitative
-from finbench.policies import UNGATED
-from finbench.policy_refs import policy_order
+from finbench.analysis import metrics as M
+from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.agents.policies import UNGATED
+from finbench.agents.registry import policy_order
 
 GATE = "finality_gate"
 ORACLE = "finality_oracle"
@@ -170,7 +170,7 @@ def claims(t2: pd.DataFrame, t3: pd.DataFrame, t3_gap: pd.DataFrame) -> list:
 
 def figure1(df: pd.DataFrame, run):
     """Figure 1: exact vs pass^k per policy, and the pass^k curve. Returns two figures."""
-    from finbench.plotting import plot_exact_vs_pass5, plot_pass_k_curve
+    from finbench.analysis.plotting import plot_exact_vs_pass5, plot_pass_k_curve
 
     k = run.k
     order = policy_order(df["policy"])

@@ -1,6 +1,6 @@
 """The model arm: Table V and its claims (SPEC §10; the paper's model-arm paragraphs).
 
-Language-model agents (`finbench.llm.ModelAgent`) play a stratified subset of
+Language-model agents (`finbench.agents.llm.ModelAgent`) play a stratified subset of
 the corpus (every archetype, whole twin pairs, a fixed seed), and
 `finality_gate` is recomputed on exactly the episodes each model played: its
 full-corpus figure comes from a different, harder task set.
@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric
-from finbench.corpus import Corpus
-from finbench.llm import ModelAgent, ModelUnavailable, read_transcript
-from finbench.policy_refs import PolicyRef
-from finbench.run import Run, corpus_for
+from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric
+from finbench.sim.corpus import Corpus
+from finbench.agents.llm import ModelAgent, ModelUnavailable, read_transcript
+from finbench.agents.registry import PolicyRef
+from finbench.running.run import Run, corpus_for
 
 GATE = "finality_gate"
 NAME = "model_arm"
@@ -84,7 +84,7 @@ def subset_run(master_seed: int, n_tasks: int, size: int = 60, subset_seed: int 
 # --- model episodes ---------------------------------------------------------------------
 
 def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool) -> pd.DataFrame:
-    from finbench.runner import COLUMNS, _episode  # the runner's own episode: model rows have every column
+    from finbench.running.evaluation import COLUMNS, _episode  # the runner's own episode: model rows have every column
 
 
     ref = PolicyRef(agent.model, lambda: agent)
@@ -165,7 +165,7 @@ def model_episodes(run: Run, transcripts: str | Path = "data/model_runs", models
         if len(df):
             frames.append(df)
     if not frames:
-        from finbench.runner import COLUMNS
+        from finbench.running.evaluation import COLUMNS
 
         return pd.DataFrame(columns=[*COLUMNS, "malformed"])
     return pd.concat(frames, ignore_index=True)

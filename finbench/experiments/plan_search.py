@@ -3,7 +3,7 @@
 Excess loss (the gap to the privileged reference) means something only if the
 reference is hard to beat. The paper checks it by exhaustive search: every
 plan of the form wait -> retry (none / original key / fresh key) -> wait ->
-one terminal action (`finbench.plans`, 1,215 plans) on 40 sampled tasks; the
+one terminal action (`finbench.agents.plans`, 1,215 plans) on 40 sampled tasks; the
 reference is *beaten* on a task when some plan's position is above it by more
 than half a cent (gap < -0.005, SPEC §5's tolerance). After its two fixes the
 paper finds it beaten on 2 of 40 tasks, both `late_chargeback`: a correct
@@ -31,13 +31,13 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from finbench import constants as C
-from finbench.claims import Claim, claims_notes, from_tables, numeric, qualitative
-from finbench.corpus import Corpus
+from finbench.sim import constants as C
+from finbench.analysis.claims import Claim, claims_notes, from_tables, numeric, qualitative
+from finbench.sim.corpus import Corpus
 from finbench.errors import bad, check_int
-from finbench.faults import FaultProfile
-from finbench.plans import N_PLANS, all_plans, charges_twice, plan_label, plan_ref
-from finbench.rng import generator
+from finbench.sim.faults import FaultProfile
+from finbench.agents.plans import N_PLANS, all_plans, charges_twice, plan_label, plan_ref
+from finbench.sim.rng import generator
 
 NAME = "plan_search"
 SECTION = "The plan search: is the reference beaten?"
@@ -132,8 +132,8 @@ def sample_tasks(corpus: Corpus, n: int = N_SAMPLE, seed: int = SAMPLE_SEED) -> 
 def _reference_positions(tasks, reference, costs) -> list[float]:
     """Each task's reference position: `reference` played once with no faults (it is the
     reference's position the gap is measured against, whatever that policy is)."""
-    from finbench.env import reference_position, run_episode
-    from finbench.policy_refs import as_ref
+    from finbench.sim.env import reference_position, run_episode
+    from finbench.agents.registry import as_ref
 
     if reference is None:
         return [reference_position(t, costs) for t in tasks]
@@ -177,7 +177,7 @@ def search(run, tasks, *, reference=None, plans=None) -> pd.DataFrame:
         >>> table = search(run, sample_tasks(run.corpus))
         >>> beaten(table)[["task_id", "archetype", "best_plan", "margin"]]
     """
-    from finbench.runner import evaluate
+    from finbench.running.evaluation import evaluate
 
     tasks = tuple(tasks)
     if not tasks or len({t.task_id for t in tasks}) != len(tasks):

@@ -2,9 +2,9 @@
 
 The paper's winning policy gates on the authoritative probe and so never has to
 reason across the four replicas. These arms take the probe away in part or in
-whole (`finbench.probe.ProbeMode`: full, none, delayed, rate_limited,
+whole (`finbench.sim.probe.ProbeMode`: full, none, delayed, rate_limited,
 identity_only) and add a tenth, unprivileged policy, `reconciler`
-(`finbench.reconciler`), that reasons across the replicas and uses the probe
+(`finbench.agents.reconciler`), that reasons across the replicas and uses the probe
 only when it has one.
 
 Notebook `09_probe_arms`:
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from finbench import metrics as M
-from finbench.claims import from_tables, qualitative
-from finbench.policy_refs import DEFAULT_POLICIES
-from finbench.probe import ProbeMode
-from finbench.reconciler import Reconciler  # noqa: F401  (registers "reconciler")
-from finbench.run import sweep
+from finbench.analysis import metrics as M
+from finbench.analysis.claims import from_tables, qualitative
+from finbench.agents.registry import DEFAULT_POLICIES
+from finbench.sim.probe import ProbeMode
+from finbench.agents.reconciler import Reconciler  # noqa: F401  (registers "reconciler")
+from finbench.running.run import sweep
 
 NAME = "probe_arms"
 SECTION = "Beyond the paper: probe arms, Table VIII"
@@ -183,8 +183,8 @@ def claims(t8: pd.DataFrame, diffs: pd.DataFrame) -> list:
 
 def notes(t8: pd.DataFrame, diffs: pd.DataFrame, arch: pd.DataFrame, claims_list=None) -> list[str]:
     """Markdown notes under Table VIII: the modes, the acceptance difference, where the gap lies."""
-    from finbench.claims import claims_notes
-    from finbench.probe import DEFAULT_DELAY, DEFAULT_LIMIT
+    from finbench.analysis.claims import claims_notes
+    from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT
 
     lines = [
         "Probe modes: full (SPEC §4's probe); none (the probe answers that it is unavailable, and costs the "
@@ -219,7 +219,7 @@ def figure(t8: pd.DataFrame, run=None):
     import numpy as np
     import seaborn as sns
 
-    from finbench.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI
 
     policies = list(dict.fromkeys(t8["policy"]))
     modes_ = list(dict.fromkeys(t8["probe"]))

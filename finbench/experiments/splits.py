@@ -3,7 +3,7 @@
 
 Table II and the headline's claims records are recomputed on the public split
 and on regenerated corpora (the paper's regenerated split, `REGEN_SEED`, and
-further ones derived from it, `finbench.splitseeds`). The headline's own
+further ones derived from it, `finbench.sim.splitseeds`). The headline's own
 functions do the work: the notebook passes them in, since an experiment module
 never imports another. Any other experiment whose claims come from the same
 episodes (the twins') joins through `also`, so its claims are counted across
@@ -31,9 +31,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from finbench.claims import VERDICTS, Claim, claims_frame, from_tables
-from finbench.policy_refs import policy_order
-from finbench.run import corpus_for
+from finbench.analysis.claims import VERDICTS, Claim, claims_frame, from_tables
+from finbench.agents.registry import policy_order
+from finbench.running.run import corpus_for
 
 NAME = "splits"
 SECTION = "Beyond the paper: regenerated corpora"
@@ -316,7 +316,7 @@ def notes(values: pd.DataFrame, counts: pd.DataFrame, sp: pd.DataFrame, claims_l
     lines = [
         f"Corpora: the public split (split 0, master seed {values.loc[values['split'] == 0, 'master_seed'].iloc[0]})"
         f" and {n} regenerated corpora: split 1 is the paper's regenerated split (master seed "
-        f"{reg['master_seed'].iloc[0]}), splits 2..{n} are derived from it (`finbench.splitseeds`).",
+        f"{reg['master_seed'].iloc[0]}), splits 2..{n} are derived from it (`finbench.sim.splitseeds`).",
         "",
         "Spread: over the regenerated corpora; the 95% range is the 2.5th to 97.5th percentile of their values "
         f"(linear interpolation; with {n} corpora it lies close to the min and max). 'In public CI': regenerated "
@@ -349,7 +349,7 @@ def figure(sp: pd.DataFrame, values: pd.DataFrame, k: int | None = None):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from finbench.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI
 
     order = policy_order(values["policy"])
     panels = [("exact_pct", "exact % (higher is better)"),

@@ -5,7 +5,7 @@ A grid over both is measured on the public split; the configuration with the
 lowest mean gap is the *tuned* one. The tuned and the default configuration,
 and an *unfitted control* (a policy nobody tuned, `react` with its defaults by
 default), are then re-measured on the regenerated split (`REGEN_SEED`) and on
-further regenerated corpora (`finbench.splitseeds`). A policy's *degradation*
+further regenerated corpora (`finbench.sim.splitseeds`). A policy's *degradation*
 on a split is its mean gap there minus its mean gap on the public split.
 
 Notebook `05_tuning`:
@@ -28,11 +28,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from finbench import metrics as M
-from finbench.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
-from finbench.policies import SOP
-from finbench.policy_refs import as_ref, parse_label, policy_label
-from finbench.run import corpus_for, sweep
+from finbench.analysis import metrics as M
+from finbench.analysis.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.agents.policies import SOP
+from finbench.agents.registry import as_ref, parse_label, policy_label
+from finbench.running.run import corpus_for, sweep
 
 NAME = "tuning"
 SECTION = "Tuning transfer: Table VII"
@@ -423,7 +423,7 @@ def notes(grid: pd.DataFrame, t7: pd.DataFrame, per_split: pd.DataFrame, claims_
         "is on a shared resample of one corpus.",
         "",
         f"Over splits: the paper's regenerated split (split 0) and {n - 1} further corpora derived from it "
-        "(`finbench.splitseeds`); mean degradation with a 95% t-interval over the splits' values "
+        "(`finbench.sim.splitseeds`); mean degradation with a 95% t-interval over the splits' values "
         "(mean +/- t(0.975, N-1) sd / sqrt N), and the range of the splits' values.",
         "",
     ]

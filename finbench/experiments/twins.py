@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from finbench import metrics as M
-from finbench.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric, qualitative
-from finbench.policies import UNGATED
-from finbench.policy_refs import policy_order
+from finbench.analysis import metrics as M
+from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.agents.policies import UNGATED
+from finbench.agents.registry import policy_order
 
 GATE = "finality_gate"
 ORACLE = "finality_oracle"
@@ -258,7 +258,7 @@ def figure2(t4: pd.DataFrame, run=None):
     import numpy as np
     import seaborn as sns
 
-    from finbench.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI
 
     n = len(t4)
     y = np.arange(n)

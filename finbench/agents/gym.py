@@ -1,7 +1,7 @@
 """A Gymnasium environment over `FinalityEnv`, for people training agents: text in, tool call out.
 
     import gymnasium
-    from finbench.gym import FinalityGym
+    from finbench.agents.gym import FinalityGym
     env = FinalityGym()                                  # the public corpus, default faults and costs
     obs, info = env.reset(seed=0)                        # obs: the brief as JSON text
     obs, reward, terminated, truncated, info = env.step(
@@ -24,11 +24,11 @@ import string
 import gymnasium
 from gymnasium import spaces
 
-from finbench.corpus import Corpus
-from finbench.economics import Costs
-from finbench.env import FinalityEnv, reference_position
-from finbench.faults import FaultProfile
-from finbench.llm import NO_TOOL
+from finbench.sim.corpus import Corpus
+from finbench.sim.economics import Costs
+from finbench.sim.env import FinalityEnv, reference_position
+from finbench.sim.faults import FaultProfile
+from finbench.agents.llm import NO_TOOL
 
 MAX_TEXT = 16384
 CHARSET = string.printable
@@ -57,7 +57,7 @@ class FinalityGym(gymnasium.Env):
     def __init__(self, corpus: Corpus | None = None, profile: FaultProfile | None = None, costs: Costs | None = None,
                  max_fault_seed: int = 5):
         if corpus is None:
-            from finbench.run import corpus_for
+            from finbench.running.run import corpus_for
 
             corpus = corpus_for()
         self.corpus = corpus

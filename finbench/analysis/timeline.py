@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from finbench import constants as C
-from finbench.corpus import Corpus, Event, Task
-from finbench.economics import Costs
-from finbench.env import IRREVERSIBLE, FinalityEnv, EpisodeResult, play
-from finbench.faults import FaultProfile
-from finbench.policy_refs import as_ref
-from finbench.probe import ProbeMode
-from finbench.tools import READS
-from finbench.world import event_specs
+from finbench.sim import constants as C
+from finbench.sim.corpus import Corpus, Event, Task
+from finbench.sim.economics import Costs
+from finbench.sim.env import IRREVERSIBLE, FinalityEnv, EpisodeResult, play
+from finbench.sim.faults import FaultProfile
+from finbench.agents.registry import as_ref
+from finbench.sim.probe import ProbeMode
+from finbench.sim.tools import READS
+from finbench.sim.world import event_specs
 
 __all__ = ["LANES", "Timeline", "draw_row", "draw_timeline", "episode_timeline", "pick_twin_pair",
            "plot_timeline", "timeline_figure"]
@@ -267,7 +267,7 @@ def episode_timeline(task: Task, policy, seed: int = 0, profile: FaultProfile | 
 
     Example:
         >>> import finbench as fb
-        >>> from finbench.timeline import episode_timeline
+        >>> from finbench.analysis.timeline import episode_timeline
         >>> ev = episode_timeline(fb.make_corpus(n_tasks=9).tasks[0], "finality_gate", seed=0)
         >>> sorted(ev.lane.unique()) == sorted(LANES)
         True
@@ -472,7 +472,7 @@ def plot_timeline(events: pd.DataFrame, ax=None, *, legend: bool = True, title: 
     """
     import matplotlib.pyplot as plt
 
-    from finbench.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI
 
     if ax is None:
         _, ax = plt.subplots(figsize=(9.0, 4.9), layout="constrained", dpi=PNG_DPI)
@@ -631,7 +631,7 @@ def draw_timeline(task: Task, policy, seed: int = 0, profile: FaultProfile | Non
 
     Example:
         >>> import finbench as fb
-        >>> from finbench.timeline import draw_timeline
+        >>> from finbench.analysis.timeline import draw_timeline
         >>> drawn = draw_timeline(fb.make_corpus(n_tasks=9).tasks[0], "optimistic", seed=0)
         >>> drawn.result.gap == fb.run_episode(fb.make_corpus(n_tasks=9).tasks[0], "optimistic", 0).gap
         True
@@ -725,7 +725,7 @@ def timeline_figure(pair_or_tasks, policies=("optimistic", "finality_gate"), see
     import matplotlib.pyplot as plt
     from matplotlib.transforms import blended_transform_factory
 
-    from finbench.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI
 
     if isinstance(pair_or_tasks, Corpus):
         tasks = list(pick_twin_pair(pair_or_tasks, policies, seed, profile, costs=costs, probe=probe))

@@ -23,37 +23,39 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from finbench import constants as C
+from finbench.sim import constants as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = ROOT / "data" / "cache"
 FORMAT = "finbench-episodes/2"
 
-# modules that only present results: editing them cannot change an episode row
-_PRESENTATION = {"plotting.py", "reporting.py", "publish.py", "claims.py", "pipeline.py", "bench.py",
-                 "cli.py", "__main__.py", "run.py", "pricing.py", "splitseeds.py", "timeline.py",
-                 "explore.py"}
+# what decides an episode row: the engine, the grader, the agents and the runner of one
+# episode; presentation (analysis/, experiments/, the CLI) and the layers above a row
+# (Run, re-pricing) cannot change one
+_ROW_LAYERS = ("sim", "grading", "agents")
+_ROW_MODULES = ("running/evaluation.py", "running/episode.py", "running/cache.py")
 
 
 def source_digest(pkg: Path | None = None) -> str:
-    """SHA-256 (16 hex) over the package's engine source, so edited code never meets old rows.
+    """SHA-256 (16 hex) over the source that decides an episode row, so edited code never meets old rows.
 
-    Every module directly in `finbench/` counts except those that only present
-    results; `experiments/` (tables from rows) does not count either.
+    Args:
+        pkg: the package folder (default: this package).
     """
     return _digest_of(Path(pkg)) if pkg is not None else _own_digest()
 
 
 @lru_cache(maxsize=1)
 def _own_digest() -> str:
-    return _digest_of(Path(__file__).resolve().parent)
+    return _digest_of(Path(__file__).resolve().parents[1])
 
 
 def _digest_of(pkg: Path) -> str:
+    files = [p for layer in _ROW_LAYERS for p in (pkg / layer).rglob("*") if p.is_file() and p.suffix in (".py", ".txt")]
+    files += [pkg / m for m in _ROW_MODULES if (pkg / m).exists()]
     h = hashlib.sha256()
-    for p in sorted(pkg.glob("*.py")):
-        if p.name not in _PRESENTATION:
-            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in sorted(files, key=lambda p: p.relative_to(pkg).as_posix()):
+        h.update(p.relative_to(pkg).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 

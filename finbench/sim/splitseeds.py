@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.errors import check_int
-from finbench.rng import entropy
+from finbench.sim.rng import entropy
 
 PURPOSE = "regenerated-split"
 DERIVATION = ("seed_i = SeedSequence(blake2b('regenerated-split', regen_seed, i)).generate_state(1, uint32)[0], "
@@ -51,7 +51,7 @@ def regenerated_seeds(n: int, base: int = C.REGEN_SEED) -> tuple[int, ...]:
         FinbenchError: `n` or `base` is not an integer in range.
 
     Example:
-        >>> from finbench.corpus import make_corpus
+        >>> from finbench.sim.corpus import make_corpus
         >>> corpora = [make_corpus(s) for s in regenerated_seeds(2)]
     """
     n = check_int("regenerated_seeds", "n", n, 0, MAX_SPLITS)

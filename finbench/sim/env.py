@@ -12,17 +12,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from finbench import constants as C
-from finbench.corpus import Task
-from finbench.economics import Costs, Outcome, settle_case
+from finbench.sim import constants as C
+from finbench.sim.corpus import Task
+from finbench.sim.economics import Costs, Outcome, settle_case
 from finbench.errors import PolicyError, bad, check_int, show
-from finbench.faults import FaultProfile
-from finbench.probe import ProbeMode, check_probe
-from finbench.tools import READS, TOOLS, tool_ticks, validate
-from finbench.trace import build_trace
-from finbench.trace import clear_memo as clear_grades
-from finbench.world import World
-from finbench.world import clear_memos as clear_worlds
+from finbench.sim.faults import FaultProfile
+from finbench.sim.probe import ProbeMode, check_probe
+from finbench.sim.tools import READS, TOOLS, tool_ticks, validate
+from finbench.sim.trace import build_trace
+from finbench.sim.trace import clear_memo as clear_grades
+from finbench.sim.world import World
+from finbench.sim.world import clear_memos as clear_worlds
 
 IRREVERSIBLE = ("ship", "refund", "write_off")
 _SYSTEM_OF = {tool: tool[len("read_"):] for tool in READS}
@@ -96,7 +96,7 @@ class FinalityEnv:
         double_effect: A logger self-test only: a replayed idempotency key
             silently charges again.
         probe: What `probe_processor` answers (default: `ProbeMode.full()`,
-            SPEC §4's probe); see `finbench.probe` for the other arms.
+            SPEC §4's probe); see `finbench.sim.probe` for the other arms.
 
     Attributes:
         now (int): The current tick (`HANDOVER` after `reset`).
@@ -182,7 +182,7 @@ class FinalityEnv:
         self.replays: list = []
         self.other_effects: list = []
         self.probe_calls = self.wait_calls = 0
-        self.probe_answers = 0  # probe calls that the probe mode answered (see `finbench.probe`)
+        self.probe_answers = 0  # probe calls that the probe mode answered (see `finbench.sim.probe`)
         self._shared: list[int] = []  # actions whose observation holds a memoised fold (see `_call`)
         return {
             "order_id": task.order_id,
@@ -213,7 +213,7 @@ class FinalityEnv:
         `horizon` ends it as a `close`.
 
         Args:
-            tool: One of the twelve tools (`finbench.tools.TOOL_NAMES`):
+            tool: One of the twelve tools (`finbench.sim.tools.TOOL_NAMES`):
                 `read_processor`, `read_ledger`, `read_erp`, `read_bank` (1 tick
                 each), `probe_processor` (5 ticks), `wait`, `retry_capture`,
                 `ship`, `refund`, `write_off`, `escalate`, `close` (1 tick each).
@@ -478,12 +478,12 @@ def trusted(policy) -> bool:
     """Whether `play` may drive `policy` through the fast path.
 
     Only the package's own policies qualify: their class itself (not a base
-    class) sets `trusted = True` and lives in `finbench.policies`. They make
+    class) sets `trusted = True` and lives in `finbench.agents.policies`. They make
     well-formed calls and never mutate an observation. A user's policy, even a
     subclass of a built-in one, always goes through the public `step`.
     """
     cls = type(policy)
-    return vars(cls).get("trusted") is True and cls.__module__ == "finbench.policies"
+    return vars(cls).get("trusted") is True and cls.__module__ == "finbench.agents.policies"
 
 
 def play(env: FinalityEnv, policy) -> FinalityEnv:
@@ -552,7 +552,7 @@ def batch_mode():
 
     Example:
         >>> import finbench as fb
-        >>> from finbench.env import batch_mode, run_episode
+        >>> from finbench.sim.env import batch_mode, run_episode
         >>> task = fb.make_corpus(n_tasks=9).tasks[0]
         >>> with batch_mode():
         ...     results = [run_episode(task, "sop", seed) for seed in range(5)]
@@ -583,7 +583,7 @@ def clear_memos() -> None:
 def reference_position(task: Task, costs: Costs) -> float:
     """The privileged reference's position. The oracle reads nothing, so faults
     cannot move it: it is computed once per (task, costs) under no faults."""
-    from finbench.policies import FinalityOracle
+    from finbench.agents.policies import FinalityOracle
 
     env = play(FinalityEnv(task, 0, FaultProfile.none(), costs), FinalityOracle())
     return env.outcome().position
@@ -607,7 +607,7 @@ def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None 
     label = None
     # a class has `act` and `begin` too, but as a reference: it makes the policy
     if isinstance(policy, type) or not (hasattr(policy, "act") and hasattr(policy, "begin")):
-        from finbench.policy_refs import as_ref
+        from finbench.agents.registry import as_ref
 
         ref = as_ref(policy)
         policy, label = ref.make(), ref.label

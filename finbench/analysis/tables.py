@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from finbench import constants as C
+from finbench.sim import constants as C
 
 
 def _stamp(meta: dict) -> list[str]:

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from finbench.tools import TOOL_NAMES, tool_schemas, validate
+from finbench.sim.tools import TOOL_NAMES, tool_schemas, validate
 
 PROMPT_FILE = Path(__file__).resolve().parent / "prompts" / "system.txt"
 TRANSCRIPTS_DIR = "data/model_runs"
@@ -50,7 +50,7 @@ _BAD_JSON = "__arguments_not_json__"
 
 
 def system_prompt(path: str | Path | None = None) -> str:
-    """The system prompt (one file, `finbench/prompts/system.txt` unless `path`)."""
+    """The system prompt (one file, `finbench/agents/prompts/system.txt` unless `path`)."""
     return Path(path or PROMPT_FILE).read_text(encoding="utf-8").strip()
 
 
@@ -99,7 +99,7 @@ class ModelAgent:
         api_key_env: The environment variable holding the key (read at each client creation,
             never stored); unset means the placeholder `"none"`, which local servers accept.
         transcripts: The folder of transcripts (`data/model_runs`); None for none (no resume).
-        prompt_path: The system prompt file (default `finbench/prompts/system.txt`).
+        prompt_path: The system prompt file (default `finbench/agents/prompts/system.txt`).
         temperature: Sent with every request (None: not sent).
         max_tokens: Sent with every request (None: not sent).
         max_retries: The client's retries on 408/409/429/5xx, connection errors and timeouts,
@@ -178,7 +178,7 @@ class ModelAgent:
 
     def episode(self, task, seed: int = 0, profile=None, costs=None):
         """Play `task` under `seed` (replayed from its transcript if finished); the `EpisodeResult`."""
-        from finbench.env import FinalityEnv, play, reference_position
+        from finbench.sim.env import FinalityEnv, play, reference_position
 
         self.bind(task.task_id, seed)
         env = play(FinalityEnv(task, seed, profile, costs), self)

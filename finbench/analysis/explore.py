@@ -22,14 +22,14 @@ import re
 
 import pandas as pd
 
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.errors import FinbenchError, show
-from finbench.faults import FaultProfile
+from finbench.sim.faults import FaultProfile
 from finbench.grading import CHECKS, grade_trace
-from finbench.policy_refs import DEFAULT_POLICIES, as_ref, policy_order
-from finbench.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
-from finbench.run import Run
-from finbench.trace import episode_contract
+from finbench.agents.registry import DEFAULT_POLICIES, as_ref, policy_order
+from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
+from finbench.running.run import Run
+from finbench.sim.trace import episode_contract
 
 __all__ = ["VERDICTS", "checks", "counts", "explore_run", "pick_row", "probe_named", "profile_named", "select"]
 
@@ -106,7 +106,7 @@ def explore_run(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS
     policies = list(DEFAULT_POLICIES)
     if policy and policy not in policies:
         if policy.split("[")[0] == "reconciler":
-            import finbench.reconciler  # noqa: F401 - registers the name
+            import finbench.agents.reconciler  # noqa: F401 - registers the name
         as_ref(policy)  # an unknown name or knob fails here, clearly
         policies.append(policy)
     return Run.make(master_seed, n_tasks, seeds=tuple(seeds), profile=profile_named(arm), probe=probe_named(probe),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from itertools import repeat
 from operator import itemgetter
 
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.grading import CHECKS, Contract, grade_trace
 
 _BY_TIME = itemgetter(0, 1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 
-from finbench import constants as C
+from finbench.sim import constants as C
 
 READS = ("read_processor", "read_ledger", "read_erp", "read_bank")
 

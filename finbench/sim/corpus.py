@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from pathlib import Path
 
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.errors import FinbenchError, check_choice, check_int, check_real, show
-from finbench.rng import generator
+from finbench.sim.rng import generator
 
 MAX_TASKS = 100_000
 MAX_VALUE = 1e9

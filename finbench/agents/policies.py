@@ -6,9 +6,9 @@ bottom. Only `finality_oracle` is privileged.
 """
 from __future__ import annotations
 
-from finbench import constants as C
-from finbench.rng import generator
-from finbench.tools import TOOL_NAMES
+from finbench.sim import constants as C
+from finbench.sim.rng import generator
+from finbench.sim.tools import TOOL_NAMES
 
 
 class Policy:
@@ -402,6 +402,6 @@ def get_policy(name: str, **knobs) -> Policy:
     Raises:
         PolicyError: unknown name, or a knob the policy does not take.
     """
-    from finbench.policy_refs import make_policy
+    from finbench.agents.registry import make_policy
 
     return make_policy(name, **knobs)

@@ -18,7 +18,7 @@ Labels carry the knobs sorted by name (`policy_refs.policy_label`), and
 use `plan_ref(knobs)`: its factory lives in this module, so a worker that
 unpickles it imports the module (and the registration) too; a bare
 "plan[...]" label names the registry, which a fresh worker process has not
-filled unless something there imported `finbench.plans`.
+filled unless something there imported `finbench.agents.plans`.
 """
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterator
 
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.errors import FinbenchError, PolicyError, bad, check_int
-from finbench.policies import Policy
-from finbench.policy_refs import PolicyRef, policy_label, register_policy
+from finbench.agents.policies import Policy
+from finbench.agents.registry import PolicyRef, policy_label, register_policy
 
 NAME = "plan"
 
@@ -75,7 +75,7 @@ class Plan(Policy):
 
     Example:
         >>> import finbench as fb
-        >>> from finbench.plans import Plan
+        >>> from finbench.agents.plans import Plan
         >>> task = fb.make_corpus(n_tasks=9).tasks[0]
         >>> res = fb.run_episode(task, Plan(first=60, retry="none", second=0, action="ship"))
         >>> [(t, tool) for t, tool, _, _ in res.actions]
@@ -83,7 +83,7 @@ class Plan(Policy):
     """
 
     name = NAME
-    # not `trusted`: only classes in finbench.policies take the fast path (env.trusted);
+    # not `trusted`: only classes in finbench.agents.policies take the fast path (env.trusted);
     # a plan makes at most four calls, so the checked path costs it little
 
     def __init__(self, first: int = 0, retry: str = "none", second: int = 0, action: str = "ship"):

@@ -16,10 +16,10 @@ from functools import lru_cache
 
 import pandas as pd
 
-from finbench import constants as C
-from finbench.economics import Costs, settle_case
-from finbench.env import reference_position
-from finbench.world import Capture
+from finbench.sim import constants as C
+from finbench.sim.economics import Costs, settle_case
+from finbench.sim.env import reference_position
+from finbench.sim.world import Capture
 
 PRICED = ("position", "reference_position", "gap", "exact", "cash", "cogs", "liability", "dispute_fee",
           "escalation", "unrelated")

@@ -4,15 +4,15 @@ A delivery is one canonical event on its way to one system. The pipeline runs
 in SPEC's fixed order: loss, delay, duplicate (a copy draws nothing further),
 the bank's batching, then bounded reorder; partial commit marks ledger
 settlement postings. Every draw is addressed by (unit stream, seed, family,
-delivery id), see `finbench.rng`.
+delivery id), see `finbench.sim.rng`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.errors import FinbenchError, bad, check_real, show
-from finbench.rng import Keyed
+from finbench.sim.rng import Keyed
 
 
 @dataclass(frozen=True)

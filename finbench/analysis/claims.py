@@ -167,7 +167,7 @@ def from_tables(tables, claims_fn, *stems: str) -> list[Claim]:
     """
     from pathlib import Path
 
-    from finbench.reporting import read_table
+    from finbench.analysis.tables import read_table
 
     folder = Path(tables)
     paths = [folder / f"{s}.csv" for s in stems]

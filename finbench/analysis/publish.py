@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from finbench.claims import Claim, claims_frame, claims_markdown, verdict_counts
-from finbench.reporting import write_table
+from finbench.analysis.claims import Claim, claims_frame, claims_markdown, verdict_counts
+from finbench.analysis.tables import write_table
 
 
 def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | None = None,
@@ -36,7 +36,7 @@ def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | N
 
     extra = dict(meta or {})
     if isinstance(obj, Figure):
-        from finbench.plotting import caption, save
+        from finbench.analysis.plotting import caption, save
 
         text = run.caption() + (f"\n{caption_extra}" if caption_extra else "")
         return save(caption(obj, text), stem, to or "figures")

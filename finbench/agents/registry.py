@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from finbench.errors import PolicyError
-from finbench.policies import POLICIES
+from finbench.agents.policies import POLICIES
 
 DEFAULT_POLICIES: tuple[str, ...] = tuple(POLICIES)
 """SPEC §7's nine, in SPEC's order: what `policies=None` means everywhere."""

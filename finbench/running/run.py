@@ -13,7 +13,7 @@ part of its identity and cannot change a result.
 Episodes are shared between runs: in memory (the same simulation, policy by
 policy) and on disk (the episode cache). A run whose costs differ from an
 already simulated one only in prices is re-priced, not simulated
-(`finbench.pricing`).
+(`finbench.running.reprice`).
 """
 from __future__ import annotations
 
@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
-from finbench import constants as C
-from finbench.corpus import Corpus, make_corpus
-from finbench.economics import Costs
+from finbench.sim import constants as C
+from finbench.sim.corpus import Corpus, make_corpus
+from finbench.sim.economics import Costs
 from finbench.errors import check_int
-from finbench.faults import FaultProfile
-from finbench.probe import ProbeMode, check_probe
-from finbench.policy_refs import DEFAULT_POLICIES, PolicyRef, resolve_policies
+from finbench.sim.faults import FaultProfile
+from finbench.sim.probe import ProbeMode, check_probe
+from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_policies
 
 
 @lru_cache(maxsize=64)
@@ -66,8 +66,8 @@ class Run:
         seeds: the fault seeds (a tuple of ints).
         profile: the fault profile.
         costs: the economics.
-        policies: policy references (None: SPEC's nine); see `finbench.policy_refs`.
-        probe: what `probe_processor` answers (default: SPEC's full probe); see `finbench.probe`.
+        policies: policy references (None: SPEC's nine); see `finbench.agents.registry`.
+        probe: what `probe_processor` answers (default: SPEC's full probe); see `finbench.sim.probe`.
         n_boot, boot_seed: bootstrap replicates and seed for every interval.
         n_jobs, cache, progress: how to execute; not part of the run's identity.
     """
@@ -85,7 +85,7 @@ class Run:
     progress: bool = field(default=False, compare=False)
 
     def __post_init__(self):
-        from finbench.runner import check_inputs
+        from finbench.running.evaluation import check_inputs
 
         profile, costs, seeds = check_inputs("Run", self.corpus, self.seeds, self.profile, self.costs)
         object.__setattr__(self, "seeds", tuple(seeds))
@@ -161,7 +161,7 @@ _MEMO_SIZE = 512
 
 
 def _sim_key(run: Run, ref: PolicyRef) -> tuple:
-    from finbench.pricing import simulation_key
+    from finbench.running.reprice import simulation_key
 
     who = ref.cache_id if ref.cache_id is not None else ("uncached", ref.label, id(ref.factory))
     return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), who,
@@ -173,8 +173,8 @@ def _episodes(run: Run):
     else `evaluate` for every missing policy at once (so worlds are built once for all of them)."""
     import pandas as pd
 
-    from finbench.pricing import reprice
-    from finbench.runner import evaluate
+    from finbench.running.reprice import reprice
+    from finbench.running.evaluation import evaluate
 
     parts: dict[int, Any] = {}
     missing = []

@@ -7,11 +7,11 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 
-from finbench import constants as C
-from finbench.corpus import Event, Task
-from finbench.faults import Delivery, FaultProfile, Spec, deliver
-from finbench.rng import Keyed
-from finbench.systems import RECEIVES, completed_order_views, fold_bank, fold_erp, fold_ledger, fold_processor
+from finbench.sim import constants as C
+from finbench.sim.corpus import Event, Task
+from finbench.sim.faults import Delivery, FaultProfile, Spec, deliver
+from finbench.sim.rng import Keyed
+from finbench.sim.systems import RECEIVES, completed_order_views, fold_bank, fold_erp, fold_ledger, fold_processor
 
 
 @dataclass
@@ -196,7 +196,7 @@ class World:
     def _stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.
 
-        Keyed (unit stream, seed, "stale_read", system, n), see `finbench.rng`.
+        Keyed (unit stream, seed, "stale_read", system, n), see `finbench.sim.rng`.
         """
         draw = self._base.stale_draw
         if draw.pair(system, str(n)) < self.profile.intensity:

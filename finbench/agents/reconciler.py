@@ -28,9 +28,9 @@ It is registered with `register_policy`, not among SPEC's nine.
 """
 from __future__ import annotations
 
-from finbench import constants as C
-from finbench.policies import Routine
-from finbench.policy_refs import register_policy
+from finbench.sim import constants as C
+from finbench.agents.policies import Routine
+from finbench.agents.registry import register_policy
 
 EPS = 0.005
 

@@ -2,7 +2,7 @@
 
 Work is split into chunks of whole tasks (every seed of a task in one chunk,
 so a world's fault schedule is built once and shared by the policies). Each
-(chunk, policy) is cached as one checked JSON file (`finbench.cache`), so
+(chunk, policy) is cached as one checked JSON file (`finbench.running.cache`), so
 notebooks share episodes and an interrupted run resumes from the chunks it
 finished. Rows come back in (policy, corpus, seed) order whatever `n_jobs` or
 the joblib backend, and are mapped to policies by position, never by label.
@@ -14,15 +14,15 @@ import sys
 import warnings
 from pathlib import Path
 
-from finbench import cache as K
-from finbench import constants as C
-from finbench.economics import Costs
+from finbench.running import cache as K
+from finbench.sim import constants as C
+from finbench.sim.economics import Costs
 from finbench.errors import bad, check_int
-from finbench.env import FinalityEnv, batch_mode, play, reference_position
-from finbench.faults import FaultProfile
-from finbench.probe import ProbeMode, check_probe
-from finbench.policy_refs import PolicyRef, policy_label, resolve_policies
-from finbench.trace import episode_contract, grade_episode
+from finbench.sim.env import FinalityEnv, batch_mode, play, reference_position
+from finbench.sim.faults import FaultProfile
+from finbench.sim.probe import ProbeMode, check_probe
+from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
+from finbench.sim.trace import episode_contract, grade_episode
 
 __all__ = ["COLUMNS", "CacheWarning", "episode_contract", "evaluate", "policy_label", "run_chunk"]
 
@@ -39,7 +39,7 @@ COLUMNS = (
 )
 """Every episode row's columns, in order. `retry_at` lists the ticks of fresh-key
 captures (';'-joined), which with `disposition`, `end_t` and `unrelated_effects`
-is all that pricing needs (`finbench.pricing`). `calls` is the episode's action
+is all that pricing needs (`finbench.running.reprice`). `calls` is the episode's action
 sequence, one `tool[@other][:args]` a call, ';'-joined: two episodes decided
 alike exactly when their `calls` are equal (the ablation compares them)."""
 
@@ -93,7 +93,7 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
 
 def check_inputs(where: str, corpus, seeds, profile, costs) -> tuple[FaultProfile, Costs, list[int]]:
     """The checked (profile, costs, seeds) of an evaluation; defaults for None."""
-    from finbench.corpus import Corpus
+    from finbench.sim.corpus import Corpus
 
     if not isinstance(corpus, Corpus):
         raise bad(where, "corpus", corpus, "a Corpus (make_corpus, load_corpus)")
@@ -149,7 +149,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         corpus: a `Corpus`.
         policies: None for SPEC's nine, or a list of policy references: names
             (`"sop"`, `"sop[patience=60]"`), `(name, knobs)` pairs, policy classes,
-            factories or objects, or `PolicyRef`s (see `finbench.policy_refs`).
+            factories or objects, or `PolicyRef`s (see `finbench.agents.registry`).
         seeds: the fault seeds.
         profile, costs: the fault profile and the economics (defaults: SPEC's).
         n_jobs: joblib workers (`joblib.parallel_config(backend=...)` picks the
@@ -157,7 +157,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         cache: True for `data/cache/`, a folder, or False for none. A user's policy
             without a `cache_id` is never cached.
         progress: show a progress bar over chunks.
-        probe: the probe mode (`finbench.probe.ProbeMode`); None or `ProbeMode.full()` is
+        probe: the probe mode (`finbench.sim.probe.ProbeMode`); None or `ProbeMode.full()` is
             SPEC's probe, and leaves every row and cache key as they were.
 
     Returns:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from finbench import constants as C
+from finbench.sim import constants as C
 from finbench.errors import check_int, check_real
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.claims import VERDICTS, claims_frame
-from finbench.reporting import read_table
+from finbench.analysis.claims import VERDICTS, claims_frame
+from finbench.analysis.tables import read_table
 
 NAME = "claims"
 EXPERIMENTS = ("headline", "twins", "model_arm", "ablation", "tuning", "cost_sweep", "plan_search", "probe_arms")
@@ -192,7 +192,7 @@ def figure(rows: pd.DataFrame):
     """Verdicts per section of the paper: one stacked bar per section, counts written on the segments."""
     import matplotlib.pyplot as plt
 
-    from finbench.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI
 
     c = counts(rows)
     c = c[c["section"] != "all"]
