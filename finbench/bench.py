@@ -48,7 +48,7 @@ def clear_memos() -> int:
             if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", "") == name:
                 value.cache_clear()
                 n += 1
-    from finbench.sim.env import clear_memos as clear_engine
+    from finbench.running.episode import clear_memos as clear_engine
     from finbench.running.run import clear_memo
 
     clear_engine()  # plain-dict memos too (outcomes, grades, worlds)

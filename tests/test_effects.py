@@ -5,10 +5,11 @@ import pytest
 
 import finbench as fb
 from finbench.experiments import effects as E
-from finbench.sim.env import FinalityEnv, run_episode
+from finbench.sim.env import FinalityEnv
+from finbench.running.episode import run_episode
 from finbench.grading import CHECKS, grade_trace, load_trace
 from finbench.running.evaluation import evaluate
-from finbench.sim.trace import episode_contract
+from finbench.running.episode import episode_contract
 
 NONE = fb.FaultProfile.none()
 

@@ -15,11 +15,13 @@ import pytest
 import finbench as fb
 from finbench.sim import constants as C
 from finbench.bench import Public  # a built-in policy wrapped as a user's agent would be
-from finbench.sim.env import EpisodeResult, FinalityEnv, batch_mode, play, reference_position, trusted
+from finbench.sim.result import EpisodeResult
+from finbench.sim.env import FinalityEnv, reference_position
+from finbench.sim.play import batch_mode, play, trusted
 from finbench.grading import CHECKS, grade_trace
 from finbench.agents.policies import SOP, Policy, Routine
 from finbench.sim.rng import Keyed, integer, uniform
-from finbench.sim.trace import episode_contract, grade_episode
+from finbench.running.episode import episode_contract, grade_episode
 
 CORPUS = fb.make_corpus(n_tasks=60)
 TASKS = CORPUS.tasks[::4]  # every archetype, twins included

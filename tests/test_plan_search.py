@@ -10,7 +10,8 @@ import finbench as fb
 from finbench.sim import constants as C
 from finbench.analysis.claims import claims_frame
 from finbench.sim.corpus import Corpus
-from finbench.sim.env import reference_position, run_episode
+from finbench.sim.env import reference_position
+from finbench.running.episode import run_episode
 from finbench.errors import FinbenchError, PolicyError
 from finbench.experiments import plan_search as PS
 from finbench.sim.faults import FaultProfile

@@ -3,7 +3,8 @@ import pytest
 
 import finbench as fb
 from finbench.sim import constants as C
-from finbench.sim.env import FinalityEnv, play
+from finbench.sim.env import FinalityEnv
+from finbench.sim.play import play
 
 CORPUS = fb.make_corpus()
 UNPRIVILEGED = [p for p in fb.POLICIES if p != "finality_oracle"]

@@ -5,7 +5,8 @@ import pytest
 import finbench as fb
 from finbench.running import cache as K
 from finbench.sim import constants as C
-from finbench.sim.env import FinalityEnv, play
+from finbench.sim.env import FinalityEnv
+from finbench.sim.play import play
 from finbench.errors import FinbenchError
 from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
 from finbench.agents.reconciler import Reconciler

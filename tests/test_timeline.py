@@ -10,7 +10,8 @@ import pytest  # noqa: E402
 
 import finbench as fb  # noqa: E402
 from finbench.sim import constants as C  # noqa: E402
-from finbench.sim.env import FinalityEnv, play  # noqa: E402
+from finbench.sim.env import FinalityEnv  # noqa: E402
+from finbench.sim.play import play
 from finbench.analysis.plotting import apply_style, save  # noqa: E402
 from finbench.agents.registry import as_ref  # noqa: E402
 from finbench.analysis.timeline import (LANES, draw_row, draw_timeline, episode_timeline, pick_twin_pair,  # noqa: E402

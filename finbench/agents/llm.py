@@ -178,7 +178,8 @@ class ModelAgent:
 
     def episode(self, task, seed: int = 0, profile=None, costs=None):
         """Play `task` under `seed` (replayed from its transcript if finished); the `EpisodeResult`."""
-        from finbench.sim.env import FinalityEnv, play, reference_position
+        from finbench.sim.env import FinalityEnv, reference_position
+        from finbench.sim.play import play
 
         self.bind(task.task_id, seed)
         env = play(FinalityEnv(task, seed, profile, costs), self)

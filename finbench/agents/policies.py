@@ -7,6 +7,7 @@ bottom. Only `finality_oracle` is privileged.
 from __future__ import annotations
 
 from finbench.sim import constants as C
+from finbench.sim.reference import oracle_plan
 from finbench.sim.rng import generator
 from finbench.sim.tools import TOOL_NAMES
 
@@ -363,8 +364,10 @@ class FinalityGate(Routine):
 class FinalityOracle(Policy):
     """The privileged reference: told how and when the pending capture resolves.
 
-    Ships at once if it will settle; if it fails but a replacement would settle,
-    submits the replacement at once and ships; if it fails for good, writes off.
+    It plays `finbench.sim.reference.oracle_plan`, the rule the environment prices
+    every episode against: ships at once if it will settle; if it fails but a
+    replacement would settle, submits the replacement at once and ships; if it
+    fails for good, writes off.
     """
 
     name = "finality_oracle"
@@ -375,12 +378,7 @@ class FinalityOracle(Policy):
         super().begin(brief)
         if resolution is None:
             raise ValueError("finality_oracle is privileged: run it through run_episode/play")
-        if resolution["outcome"] == "settled":
-            self.plan = [("ship", {})]
-        elif resolution["retry_outcome"] == "settled":
-            self.plan = [("retry_capture", {"idempotency_key": "key-2"}), ("ship", {})]
-        else:
-            self.plan = [("write_off", {})]
+        self.plan = oracle_plan(resolution)
 
     def act(self, obs):
         tool, args = self.plan.pop(0) if self.plan else ("close", {})

@@ -29,7 +29,7 @@ from finbench.grading import CHECKS, grade_trace
 from finbench.agents.registry import DEFAULT_POLICIES, as_ref, policy_order
 from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
 from finbench.running.run import Run
-from finbench.sim.trace import episode_contract
+from finbench.running.episode import episode_contract
 
 __all__ = ["VERDICTS", "checks", "counts", "explore_run", "pick_row", "probe_named", "profile_named", "select"]
 

@@ -31,7 +31,9 @@ import pandas as pd
 from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus, Event, Task
 from finbench.sim.economics import Costs
-from finbench.sim.env import IRREVERSIBLE, FinalityEnv, EpisodeResult, play
+from finbench.sim.env import IRREVERSIBLE, FinalityEnv
+from finbench.sim.result import EpisodeResult
+from finbench.sim.play import play
 from finbench.sim.faults import FaultProfile
 from finbench.agents.registry import as_ref
 from finbench.sim.probe import ProbeMode

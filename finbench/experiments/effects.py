@@ -179,7 +179,7 @@ def replay_trace(task, policy, seed: int, profile=None, costs=None) -> list[dict
     `policy` is any policy reference: a name, a label with knobs as it appears in
     the rows (`"sop[patience=60]"`), a `(name, knobs)` pair, a class, factory or object.
     """
-    from finbench.sim.env import run_episode
+    from finbench.running.episode import run_episode
 
     return list(run_episode(task, as_ref(policy).make(), seed, profile, costs).trace)
 
@@ -208,7 +208,7 @@ def write_example(df: pd.DataFrame, run, path: str | Path) -> dict:
         `Verdict` (equal to the row's) and the `grade` command that reproduces it.
     """
     from finbench.grading import grade_trace
-    from finbench.sim.trace import episode_contract
+    from finbench.running.episode import episode_contract
 
     row = example_row(df)
     task = run.corpus[row.task_id]

@@ -132,7 +132,8 @@ def sample_tasks(corpus: Corpus, n: int = N_SAMPLE, seed: int = SAMPLE_SEED) -> 
 def _reference_positions(tasks, reference, costs) -> list[float]:
     """Each task's reference position: `reference` played once with no faults (it is the
     reference's position the gap is measured against, whatever that policy is)."""
-    from finbench.sim.env import reference_position, run_episode
+    from finbench.sim.env import reference_position
+    from finbench.running.episode import run_episode
     from finbench.agents.registry import as_ref
 
     if reference is None:

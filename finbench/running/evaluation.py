@@ -18,11 +18,12 @@ from finbench.running import cache as K
 from finbench.sim import constants as C
 from finbench.sim.economics import Costs
 from finbench.errors import bad, check_int
-from finbench.sim.env import FinalityEnv, batch_mode, play, reference_position
+from finbench.sim.env import FinalityEnv, reference_position
+from finbench.sim.play import batch_mode, play
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
-from finbench.sim.trace import episode_contract, grade_episode
+from finbench.running.episode import episode_contract, grade_episode
 
 __all__ = ["COLUMNS", "CacheWarning", "episode_contract", "evaluate", "policy_label", "run_chunk"]
 

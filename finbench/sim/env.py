@@ -1,73 +1,32 @@
-"""The environment (tools in, JSON out), one episode, and its result (SPEC §4, §8).
+"""The environment (tools in, JSON out) for one episode, and its result (SPEC §4, §8).
 
 Outside agents call `FinalityEnv.step`, which checks every call and copies every
-observation. The package's own policies are played (`play`) through a fast path
-that skips that defensive work and gives the identical episode.
+observation. The package's own policies are played (`finbench.sim.play.play`)
+through `FinalityEnv._call`, which skips that defensive work and otherwise runs
+the same code: each tool's effect lives in `_case` and `_other` alone.
 """
 from __future__ import annotations
 
-import gc
 import marshal
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import lru_cache
 
+from finbench.errors import bad, check_int
 from finbench.sim import constants as C
 from finbench.sim.corpus import Task
 from finbench.sim.economics import Costs, Outcome, settle_case
-from finbench.errors import PolicyError, bad, check_int, show
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
+from finbench.sim.reference import oracle_plan
+from finbench.sim.result import EpisodeResult, episode_result
 from finbench.sim.tools import READS, TOOLS, tool_ticks, validate
 from finbench.sim.trace import build_trace
-from finbench.sim.trace import clear_memo as clear_grades
 from finbench.sim.world import World
 from finbench.sim.world import clear_memos as clear_worlds
 
 IRREVERSIBLE = ("ship", "refund", "write_off")
-_SYSTEM_OF = {tool: tool[len("read_"):] for tool in READS}
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    """One graded episode. `gap` = reference position - position; `exact` = gap <= 0.005."""
-
-    task_id: str
-    archetype: str
-    policy: str
-    seed: int
-    position: float
-    reference_position: float
-    gap: float
-    exact: bool
-    premature_irreversible: bool
-    disposition: str
-    end_t: int
-    n_calls: int
-    fired: dict
-    loss_breakdown: dict
-    actions: tuple = field(repr=False)
-    trace: tuple = field(repr=False)
-    unrelated_effects: int = 0
-    probe_calls: int = 0
-    wait_calls: int = 0
-
-
-_RESULT_FIELDS = tuple(EpisodeResult.__dataclass_fields__)
 _OUTCOMES: dict = {}  # settle_case memo, see `FinalityEnv.outcome`
 _OUTCOMES_SIZE = 1 << 14
-
-
-def _episode_result(**values) -> EpisodeResult:
-    """`EpisodeResult(**values)` without the frozen dataclass's field-by-field
-    `object.__setattr__` (a fifth of a short episode's cost): the same object,
-    attributes set in declaration order. Any other set of names takes the
-    constructor, so a field added later cannot be skipped silently."""
-    if tuple(values) != _RESULT_FIELDS:
-        return EpisodeResult(**values)
-    res = object.__new__(EpisodeResult)
-    res.__dict__.update(values)
-    return res
+_SYSTEM_OF = {tool: tool[len("read_"):] for tool in READS}
 
 
 class FinalityEnv:
@@ -272,69 +231,51 @@ class FinalityEnv:
         if err is None and order not in (task.order_id, task.other_order_id):
             err = f"{tool}: unknown order {order!r}"
         if err is not None:
-            return self._finish_call(tool, dict(args), min(self.now + 1, C.HORIZON), {"error": err})
+            return self._finish_call(tool, dict(args), min(self.now + 1, C.HORIZON), "error", err)
         t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
         if order == task.other_order_id:
-            return self._finish_call(tool, dict(args), t, self._other(tool, args, t))
-        return self._finish_call(tool, dict(args), t, self._case(tool, args, t))
+            return self._finish_call(tool, dict(args), t, *self._other(tool, args, t))
+        return self._finish_call(tool, dict(args), t, *self._case(tool, args, t, True))
 
     def _call(self, tool: str, args: dict) -> dict:
-        """`step` for the package's own policies (see `play`): the same state
-        changes and the same observation, without the defensive work they do
-        not need.
+        """`step` for the package's own policies (see `finbench.sim.play.play`): the
+        same state changes and the same observation, through the same `_case`,
+        without the defensive work they do not need.
 
         Their calls are well-formed, their `args` are fresh dicts they never
         touch again, and they never mutate an observation, so arguments are
         neither re-validated nor copied and a read hands out the memoised fold
-        itself. Reads and waits, most calls, are finished here; anything unusual
-        (another order, an unknown tool, a closed case) takes the checked path.
+        itself. Anything unusual (another order, an unknown tool, a closed case)
+        takes `step`.
         """
         if self.done or args.get("order_id") != self.task.order_id or tool not in TOOLS:
             return self.step(tool, **args)
-        now = self.now
-        system = _SYSTEM_OF.get(tool)
-        if system is not None:
-            t = now + self.costs.read_ticks
-            if t > C.HORIZON:
-                t = C.HORIZON
-            self._shared.append(len(self.actions))
-            result = self.world.read(system, t, copy=False)
-        elif tool == "wait":
-            t = now + int(args["ticks"])
-            if t > C.HORIZON:
-                t = C.HORIZON
-            self.wait_calls += 1
-            result = {"waited": t - now}
-        else:
-            t = min(now + tool_ticks(tool, args, self.costs), C.HORIZON)
-            return self._finish_call(tool, args, t, self._case(tool, args, t))
-        # as `_finish_call`, with the observation built in one go
-        self.now = t
-        left = self.calls_left = self.calls_left - 1
-        obs = {"t": t, "tool": tool, "result": result, "calls_left": left}
-        if left <= 0 or t >= C.HORIZON:
-            self._dispose("close", t)
-            obs["note"] = "call budget exhausted" if left <= 0 else "horizon reached"
-        obs["done"] = self.done
-        self.actions.append((now, tool, args, obs))
-        return obs
+        t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
+        return self._finish_call(tool, args, t, *self._case(tool, args, t, False))
 
     # --- the case order -------------------------------------------------------
-    def _case(self, tool: str, args: dict, t: int) -> dict:
+    def _case(self, tool: str, args: dict, t: int, copy: bool) -> tuple[str, object]:
+        """The effect of one call on the case order at t: `("result", ...)` or `("error", ...)`.
+
+        `copy=False` (the fast path) hands out a read's memoised fold, noted in
+        `_shared` so that `result()` copies it before anyone else sees it.
+        """
         w = self.world
-        if tool in READS:
-            return {"result": w.read(tool[5:], t)}
-        if tool == "probe_processor":
-            # both `step` and `_call` come here: every probe mode is honoured on either path
-            self.probe_calls += 1
-            if self.probe.is_full:
-                return {"result": w.probe(t)}
-            result, answered = self.probe.answer(w, t, self.probe_answers)
-            self.probe_answers += answered
-            return {"result": result}
+        system = _SYSTEM_OF.get(tool)
+        if system is not None:
+            if not copy:
+                self._shared.append(len(self.actions))
+            return "result", w.read(system, t, copy)
         if tool == "wait":
             self.wait_calls += 1
-            return {"result": {"waited": t - self.now}}
+            return "result", {"waited": t - self.now}
+        if tool == "probe_processor":
+            self.probe_calls += 1
+            if self.probe.is_full:
+                return "result", w.probe(t)
+            result, answered = self.probe.answer(w, t, self.probe_answers)
+            self.probe_answers += answered
+            return "result", result
         if tool == "retry_capture":
             key = args["idempotency_key"]
             used = next((c for c in w.captures if c.key == key), None)
@@ -344,18 +285,18 @@ class FinalityEnv:
                     w.add_capture(key, t)
                 else:
                     self.replays.append((t, key, used.id, False))
-                return {"result": {"receipt": used.id, "key": key, "new_capture": False}}
+                return "result", {"receipt": used.id, "key": key, "new_capture": False}
             cap = w.add_capture(key, t)
             self._irreversible(t)
-            return {"result": {"receipt": cap.id, "key": key, "new_capture": True}}
+            return "result", {"receipt": cap.id, "key": key, "new_capture": True}
         # a disposition
         if tool == "ship" and t > C.SHIP_BY:
-            return {"error": f"ship failed at t={t}: past the ship-by deadline (t={C.SHIP_BY}); "
-                             "the customer cancelled"}
+            return "error", (f"ship failed at t={t}: past the ship-by deadline (t={C.SHIP_BY}); "
+                             "the customer cancelled")
         if tool in IRREVERSIBLE:
             self._irreversible(t)
         self._dispose(tool, t)
-        return {"result": {"order_id": self.task.order_id, "disposition": tool}}
+        return "result", {"order_id": self.task.order_id, "disposition": tool}
 
     def _irreversible(self, t: int) -> None:
         if self.first_irreversible_t is None:
@@ -366,28 +307,30 @@ class FinalityEnv:
         self.world.record_disposition(kind, t)
 
     # --- the unrelated, completed order ---------------------------------------
-    def _other(self, tool: str, args: dict, t: int) -> dict:
+    def _other(self, tool: str, args: dict, t: int) -> tuple[str, dict]:
         w = self.world
         if tool in READS:
-            return {"result": w.other_view(tool[5:])}
+            return "result", w.other_view(tool[5:])
         if tool == "probe_processor":
-            return {"result": {"order_id": self.task.other_order_id,
-                               "captures": [{"id": "cap-1", "key": "key-1", "status": "settled"}]}}
+            return "result", {"order_id": self.task.other_order_id,
+                              "captures": [{"id": C.ORIGINAL_CAPTURE, "key": C.ORIGINAL_KEY, "status": "settled"}]}
         if tool == "wait":
-            return {"result": {"waited": t - self.now}}
-        if tool == "retry_capture" and args["idempotency_key"] == "key-1":
-            return {"result": {"receipt": "cap-1", "key": "key-1", "new_capture": False}}
+            return "result", {"waited": t - self.now}
+        if tool == "retry_capture" and args["idempotency_key"] == C.ORIGINAL_KEY:
+            return "result", {"receipt": C.ORIGINAL_CAPTURE, "key": C.ORIGINAL_KEY, "new_capture": False}
         op = "capture" if tool == "retry_capture" else tool
         self.other_effects.append((t, op))
-        return {"result": {"order_id": self.task.other_order_id, "effect": op}}
+        return "result", {"order_id": self.task.other_order_id, "effect": op}
 
-    def _finish_call(self, tool, args, t: int, body: dict) -> dict:
+    def _finish_call(self, tool, args, t: int, outcome: str, body) -> dict:
+        """Spend the call: move the clock, count the budget, close the case if
+        either runs out, and record the observation `{t, tool, result|error, calls_left[, note], done}`."""
         issued, self.now = self.now, t
-        self.calls_left -= 1
-        obs = {"t": t, "tool": tool, **body, "calls_left": self.calls_left}
-        if not self.done and (self.calls_left <= 0 or self.now >= C.HORIZON):
-            self._dispose("close", self.now)
-            obs["note"] = "call budget exhausted" if self.calls_left <= 0 else "horizon reached"
+        left = self.calls_left = self.calls_left - 1
+        obs = {"t": t, "tool": tool, outcome: body, "calls_left": left}
+        if not self.done and (left <= 0 or t >= C.HORIZON):
+            self._dispose("close", t)
+            obs["note"] = "call budget exhausted" if left <= 0 else "horizon reached"
         obs["done"] = self.done
         self.actions.append((issued, tool, args, obs))
         return obs
@@ -436,7 +379,7 @@ class FinalityEnv:
         ref = reference_position(task, self.costs) if reference is None else reference
         gap = round(ref - out.position, 6)
         first = self.first_irreversible_t
-        return _episode_result(
+        return episode_result(
             task_id=task.task_id, archetype=task.archetype, policy=policy_name, seed=self.seed,
             position=out.position, reference_position=ref, gap=gap, exact=gap <= 0.005,
             premature_irreversible=first is not None and first < task.determined_at,
@@ -474,143 +417,25 @@ class FinalityEnv:
         return build_trace(self.task, self.world.captures, self.replays, disp, out, self.other_effects)
 
 
-def trusted(policy) -> bool:
-    """Whether `play` may drive `policy` through the fast path.
-
-    Only the package's own policies qualify: their class itself (not a base
-    class) sets `trusted = True` and lives in `finbench.agents.policies`. They make
-    well-formed calls and never mutate an observation. A user's policy, even a
-    subclass of a built-in one, always goes through the public `step`.
-    """
-    cls = type(policy)
-    return vars(cls).get("trusted") is True and cls.__module__ == "finbench.agents.policies"
-
-
-def play(env: FinalityEnv, policy) -> FinalityEnv:
-    """Drive `policy` through `env` until the case ends.
-
-    A built-in policy (see `trusted`) is stepped through `FinalityEnv._call`,
-    which gives the same observations and the same episode as `step`, minus the
-    argument checks and copies; every other policy goes through `step`.
-    """
-    brief = env.reset()
-    if getattr(policy, "privileged", False):
-        policy.begin(brief, env.resolution())
-    else:
-        policy.begin(brief)
-    obs = brief
-    if trusted(policy):
-        call, act = env._call, policy.act
-        while not env.done:
-            tool, args = act(obs)
-            obs = call(tool, args)
-        close = getattr(policy, "close", None)  # a routine: free its suspended generator
-        if close is not None:
-            close()
-        return env
-    step = 0
-    while not env.done:
-        step += 1
-        try:
-            answer = policy.act(obs)
-        except Exception as exc:
-            exc.add_note(f"raised by policy {_policy_name(policy)!r}.act at step {step} (t={env.now})")
-            raise
-        tool, args = _checked_answer(policy, answer, step, env.now)
-        obs = env.step(tool, **args)
-    return env
-
-
-def _policy_name(policy) -> str:
-    name = getattr(policy, "name", None)
-    return name if isinstance(name, str) else type(policy).__name__
-
-
-def _checked_answer(policy, answer, step: int, now: int) -> tuple[str, dict]:
-    """`(tool, args)` from what a policy's `act` returned, or an error naming the policy and step."""
-    if isinstance(answer, (tuple, list)) and len(answer) == 2 and (answer[1] is None or isinstance(answer[1], dict)):
-        tool, args = answer
-        if all(isinstance(k, str) for k in (args or {})):
-            return tool, dict(args or {})
-    raise PolicyError(f"policy {_policy_name(policy)!r} at step {step} (t={now}): act(observation) must return "
-                      f"(tool, args), a tool name and a dict of arguments such as ('wait', {{'order_id': ..., "
-                      f"'ticks': 30}}); it returned {show(answer)}")
-
-
-@contextmanager
-def batch_mode():
-    """Run many episodes with the cyclic garbage collector paused.
-
-    An episode allocates thousands of short-lived dicts and lists, which sets
-    off collections that find nothing: reference counting frees all of it
-    (`play` closes a built-in routine, whose suspended generator would
-    otherwise keep a cycle). With long-lived caches in the heap, each of those
-    collections costs a walk over them; pausing saves about a third of the
-    runtime. Use it around a batch (a runner chunk): a user's policy that does
-    build cycles leaves them to the collector, which is resumed on the way out.
-    Nested use, or a collector already off, is left as it is.
-
-    Example:
-        >>> import finbench as fb
-        >>> from finbench.sim.env import batch_mode, run_episode
-        >>> task = fb.make_corpus(n_tasks=9).tasks[0]
-        >>> with batch_mode():
-        ...     results = [run_episode(task, "sop", seed) for seed in range(5)]
-        >>> len(results)
-        5
-    """
-    if not gc.isenabled():  # nested, or the caller manages the collector
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def clear_memos() -> None:
-    """Forget every memo of the engine: worlds and their folds and draws, settled
-    outcomes, grades and reference positions. No result depends on them; a
-    benchmark clears them to measure from cold."""
-    clear_worlds()
-    clear_grades()
-    _OUTCOMES.clear()
-    reference_position.cache_clear()
-
-
 @lru_cache(maxsize=65536)
 def reference_position(task: Task, costs: Costs) -> float:
-    """The privileged reference's position. The oracle reads nothing, so faults
-    cannot move it: it is computed once per (task, costs) under no faults."""
-    from finbench.agents.policies import FinalityOracle
+    """The privileged reference's position: `oracle_plan` played on the task.
 
-    env = play(FinalityEnv(task, 0, FaultProfile.none(), costs), FinalityOracle())
+    The oracle reads nothing, so faults cannot move it: it is computed once per
+    (task, costs) under no faults.
+    """
+    env = FinalityEnv(task, 0, FaultProfile.none(), costs)
+    order = env.reset()["order_id"]
+    for tool, args in oracle_plan(env.resolution()):
+        env.step(tool, order_id=order, **args)
+    while not env.done:
+        env.step("close", order_id=order)
     return env.outcome().position
 
 
-def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None = None,
-                costs: Costs | None = None, probe: ProbeMode | None = None) -> EpisodeResult:
-    """Play one episode and grade it.
-
-    Args:
-        policy: a policy object, or any policy reference `evaluate` takes (a name, a
-            label with knobs such as "sop[patience=60]", a `(name, knobs)` pair, a
-            class or a factory); a reference makes a fresh policy.
-
-        probe: the probe mode (default: `ProbeMode.full()`).
-
-    Raises:
-        PolicyError: an unknown policy, or a policy whose `act` returns something
-            other than `(tool, args)`.
-    """
-    label = None
-    # a class has `act` and `begin` too, but as a reference: it makes the policy
-    if isinstance(policy, type) or not (hasattr(policy, "act") and hasattr(policy, "begin")):
-        from finbench.agents.registry import as_ref
-
-        ref = as_ref(policy)
-        policy, label = ref.make(), ref.label
-    env = FinalityEnv(task, seed, profile, costs, probe=probe)
-    play(env, policy)
-    return env.result(label or _policy_name(policy))
+def clear_memos() -> None:
+    """Forget the environment's memos (worlds with their folds and draws, settled
+    outcomes, reference positions). No result depends on them."""
+    clear_worlds()
+    _OUTCOMES.clear()
+    reference_position.cache_clear()
