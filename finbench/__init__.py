@@ -18,8 +18,8 @@ _EXPORTS = {
     "sim.faults": ("FaultProfile",),
     "sim.probe": ("ProbeMode",),
     "grading": ("CHECKS", "Contract", "TraceError", "Verdict", "grade_trace", "load_trace"),
-    "agents.policies": ("POLICIES", "Policy", "get_policy"),
-    "agents.registry": ("PolicyRef", "register_policy"),
+    "agents.policies": ("POLICIES", "Policy"),
+    "agents.registry": ("PolicyRef", "get_policy", "register_policy"),
     "errors": ("FinbenchError", "PolicyError"),
     "running.evaluation": ("evaluate",),
     "sim.tools": ("tool_schemas",),
@@ -27,7 +27,7 @@ _EXPORTS = {
     "analysis.publish": ("publish",),
     "analysis.claims": ("Claim",),
     "running.reprice": ("reprice",),
-    "analysis.timeline": ("draw_timeline", "timeline_figure"),
+    "analysis.timeline_plot": ("draw_timeline", "timeline_figure"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -18,6 +18,12 @@ import argparse
 import statistics
 import sys
 import time
+from finbench.running.episode import clear_memos as clear_engine
+from finbench.running.run import clear_memo
+from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef
+from finbench.agents.registry import get_policy
+from finbench.running.evaluation import evaluate
+from finbench.sim.corpus import make_corpus
 
 
 class Public:
@@ -48,8 +54,6 @@ def clear_memos() -> int:
             if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", "") == name:
                 value.cache_clear()
                 n += 1
-    from finbench.running.episode import clear_memos as clear_engine
-    from finbench.running.run import clear_memo
 
     clear_engine()  # plain-dict memos too (outcomes, grades, worlds)
     clear_memo()
@@ -57,8 +61,6 @@ def clear_memos() -> int:
 
 
 def _public_refs():
-    from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef
-
     return [PolicyRef.of(_Factory(name), label=name) for name in DEFAULT_POLICIES]
 
 
@@ -68,14 +70,10 @@ class _Factory:
         self.__name__ = name
 
     def __call__(self):
-        from finbench.agents.registry import make_policy
-
-        return Public(make_policy(self.name))
+        return Public(get_policy(self.name))
 
 
 def measure(corpus, policies, seeds) -> tuple[int, float]:
-    from finbench.running.evaluation import evaluate
-
     clear_memos()
     start = time.perf_counter()
     n = len(evaluate(corpus, policies, seeds=seeds, n_jobs=1, cache=False))
@@ -87,7 +85,6 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="measurements per path (default 5)")
     parser.add_argument("--tasks", type=int, default=321, help="corpus size (default 321)")
     args = parser.parse_args(argv)
-    from finbench.sim.corpus import make_corpus
 
     corpus = make_corpus(n_tasks=args.tasks)
     seeds = range(5)

@@ -70,7 +70,9 @@ def test_user_policies_in_every_form_match_run_episode():
             assert fb.run_episode(task, Patient, seed) == fb.run_episode(task, Patient(), seed)  # a class too
             assert row.loc["counting", "position"] == fb.run_episode(task, Counting(), seed).position
     # the stateful object was copied for every episode: each wrote off after four calls
-    assert (df[df.policy == "counting"].n_calls == 4).all()
+    counting = df[df.policy == "counting"]
+    assert len(counting) == len(SMALL) * 2
+    assert (counting.n_calls == 4).all()
 
 
 def test_user_policy_forms_are_all_accepted_with_labels():
@@ -169,12 +171,12 @@ def test_run_rejects_what_is_not_a_run():
 
 
 def test_sweep_shares_episodes_and_reprices(monkeypatch):
-    from finbench.running import evaluation as runner
+    from finbench.running import run as running_run
 
     clear_memo()
     calls = []
-    real = runner.evaluate
-    monkeypatch.setattr(runner, "evaluate", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    real = running_run.evaluate
+    monkeypatch.setattr(running_run, "evaluate", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     base = fb.Run(SMALL, seeds=[0, 1], policies=["sop", "finality_gate"], cache=False)
     costs = [fb.Costs(), fb.Costs(cogs_rate=0.4), fb.Costs(dispute_fee=50.0)]
     out = fb.sweep(base, {"costs": costs, "policies": [["sop", "finality_gate"], ["sop"]]})
@@ -214,6 +216,7 @@ def test_publish_stamps_tables_figures_and_claims(tmp_path):
     fig, ax = plt.subplots()
     png, pdf = fb.publish(fig, "f", run, to=tmp_path)
     assert png.suffix == ".png" and pdf.suffix == ".pdf"
+    assert png.read_bytes().startswith(b"\x89PNG") and pdf.read_bytes().startswith(b"%PDF")
     assert any(run.caption() in t.get_text() for t in fig.texts)
     claims = [CL.numeric("x", "a", "a rate", 50.0, 52.0, source="tables/t.csv", tol=5, unit="%"),
               CL.qualitative("x", "b", "b holds", False, "no", source="tables/t.csv")]

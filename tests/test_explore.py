@@ -81,7 +81,7 @@ def test_select_counts_and_pick(run_rows):
 def test_checks_regrade_the_replayed_trace(run_rows):
     import matplotlib.pyplot as plt
 
-    from finbench.analysis.timeline import draw_row
+    from finbench.analysis.timeline_plot import draw_row
 
     run, df = run_rows
     for verdict in ("pass", "violation"):

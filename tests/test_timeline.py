@@ -14,8 +14,8 @@ from finbench.sim.env import FinalityEnv  # noqa: E402
 from finbench.sim.play import play
 from finbench.analysis.plotting import apply_style, save  # noqa: E402
 from finbench.agents.registry import as_ref  # noqa: E402
-from finbench.analysis.timeline import (LANES, draw_row, draw_timeline, episode_timeline, pick_twin_pair,  # noqa: E402
-                               timeline_figure)
+from finbench.analysis.timeline import LANES, episode_timeline, pick_twin_pair  # noqa: E402
+from finbench.analysis.timeline_plot import draw_row, draw_timeline, timeline_figure  # noqa: E402
 
 
 @pytest.fixture(scope="module")

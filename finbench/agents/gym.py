@@ -24,7 +24,7 @@ import string
 import gymnasium
 from gymnasium import spaces
 
-from finbench.sim.corpus import Corpus
+from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
 from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.faults import FaultProfile
@@ -57,8 +57,6 @@ class FinalityGym(gymnasium.Env):
     def __init__(self, corpus: Corpus | None = None, profile: FaultProfile | None = None, costs: Costs | None = None,
                  max_fault_seed: int = 5):
         if corpus is None:
-            from finbench.running.run import corpus_for
-
             corpus = corpus_for()
         self.corpus = corpus
         self.profile = profile if profile is not None else FaultProfile.default()

@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from finbench.sim.env import FinalityEnv, reference_position
+from finbench.sim.play import play
 from finbench.sim.tools import TOOL_NAMES, tool_schemas, validate
 
 PROMPT_FILE = Path(__file__).resolve().parent / "prompts" / "system.txt"
@@ -112,9 +114,15 @@ class ModelAgent:
         replayed (int): Responses taken from a transcript in the current episode.
 
     Example:
+        Making the agent sends nothing; the client is made, and the server asked, on the first
+        request of an episode (skipped here: it needs a server at `base_url`).
+
+        >>> import finbench as fb
         >>> agent = ModelAgent("llama3.1", base_url="http://127.0.0.1:11434/v1")
+        >>> agent.name, agent.requests, agent.malformed
+        ('llama3.1', 0, 0)
         >>> res = agent.episode(fb.make_corpus().tasks[0], seed=0)   # doctest: +SKIP
-        >>> res.position, agent.malformed
+        >>> res.position, agent.malformed                            # doctest: +SKIP
     """
 
     cache_id = None  # episodes come from transcripts, never from the episode cache
@@ -178,9 +186,6 @@ class ModelAgent:
 
     def episode(self, task, seed: int = 0, profile=None, costs=None):
         """Play `task` under `seed` (replayed from its transcript if finished); the `EpisodeResult`."""
-        from finbench.sim.env import FinalityEnv, reference_position
-        from finbench.sim.play import play
-
         self.bind(task.task_id, seed)
         env = play(FinalityEnv(task, seed, profile, costs), self)
         res = env.result(self.model, reference_position(task, env.costs))

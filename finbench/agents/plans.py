@@ -87,7 +87,7 @@ class Plan(Policy):
     # a plan makes at most four calls, so the checked path costs it little
 
     def __init__(self, first: int = 0, retry: str = "none", second: int = 0, action: str = "ship"):
-        # PolicyError (not the plain FinbenchError of check_int), so `make_policy` passes the
+        # PolicyError (not the plain FinbenchError of check_int), so `get_policy` passes the
         # message on instead of reading a bad value as an unknown knob
         try:
             self.first = check_int("plan", "first", first, 0, C.MAX_WAIT)

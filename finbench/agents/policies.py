@@ -6,6 +6,7 @@ bottom. Only `finality_oracle` is privileged.
 """
 from __future__ import annotations
 
+from finbench.errors import PolicyError, check_choice, check_int
 from finbench.sim import constants as C
 from finbench.sim.reference import oracle_plan
 from finbench.sim.rng import generator
@@ -222,8 +223,6 @@ class SOP(Routine):
     FALLBACKS = ("bank", "refund")
 
     def __init__(self, poll_interval: int = 30, patience: int = 180, fallback: str = "bank"):
-        from finbench.errors import PolicyError, check_choice, check_int
-
         try:
             self.poll_interval = check_int("sop", "poll_interval", poll_interval, 1, C.MAX_WAIT)
             self.patience = check_int("sop", "patience", patience, 0, C.HORIZON)
@@ -392,14 +391,3 @@ POLICIES = {
 """Name -> policy class (a factory: `POLICIES[name](**knobs)`)."""
 
 UNGATED = ("random", "optimistic", "eager", "majority_vote", "sop", "react", "reflection")
-
-
-def get_policy(name: str, **knobs) -> Policy:
-    """A fresh policy by name (SPEC's nine or a registered one), with optional knobs.
-
-    Raises:
-        PolicyError: unknown name, or a knob the policy does not take.
-    """
-    from finbench.agents.registry import make_policy
-
-    return make_policy(name, **knobs)

@@ -91,8 +91,12 @@ def parse_label(label: str) -> tuple[str, dict]:
     return m.group("name"), knobs
 
 
-def make_policy(name: str, **knobs) -> Any:
-    """A fresh registered policy with knobs.
+def get_policy(name: str, **knobs) -> Any:
+    """A fresh policy by name (SPEC's nine or a registered one), with optional knobs.
+
+    Example:
+        >>> get_policy("sop", patience=60).patience
+        60
 
     Raises:
         PolicyError: unknown name, or a knob the policy does not take.
@@ -132,7 +136,7 @@ class PolicyRef:
     def named(cls, name: str, knobs: dict | None = None) -> PolicyRef:
         """A registered policy by name and knobs (checked now, not in the first episode)."""
         knobs = dict(knobs or {})
-        make_policy(name, **knobs)  # fail early and clearly
+        get_policy(name, **knobs)  # fail early and clearly
         label = policy_label(name, knobs)
         return cls(label, _Named(name, tuple(sorted(knobs.items())), _HOME.get(name)), cache_id=f"registry:{label}",
                    builtin=True)
@@ -175,7 +179,7 @@ class _Named:
     def __call__(self):
         if self.name not in REGISTRY and self.home:
             importlib.import_module(self.home)
-        return make_policy(self.name, **dict(self.knobs))
+        return get_policy(self.name, **dict(self.knobs))
 
 
 @dataclass(frozen=True)

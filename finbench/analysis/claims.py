@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from finbench.analysis.tables import read_table
+
 VERDICTS = ("reproduced", "same direction", "differs", "not run")
 
 RATE_TOL = 5.0
@@ -167,7 +169,6 @@ def from_tables(tables, claims_fn, *stems: str) -> list[Claim]:
     """
     from pathlib import Path
 
-    from finbench.analysis.tables import read_table
 
     folder = Path(tables)
     paths = [folder / f"{s}.csv" for s in stems]

@@ -5,7 +5,7 @@ at one episode on a time axis and grade its trace again. Writes nothing.
     rows = select(run.evaluate(), policy="optimistic", archetype="pending_fail", verdict="violation")
     counts(rows)                                  # policy x verdict
     row = pick_row(rows, 0)
-    drawn = timeline.draw_row(row, run)           # the episode on one time axis
+    drawn = timeline_plot.draw_row(row, run)      # the episode on one time axis
     checks(row, drawn.result, run.corpus[row.task_id])
 
 An *arm* is a fault profile named as `FaultProfile.name` spells it (the `arm`
@@ -26,6 +26,7 @@ from finbench.sim import constants as C
 from finbench.errors import FinbenchError, show
 from finbench.sim.faults import FaultProfile
 from finbench.grading import CHECKS, grade_trace
+import finbench.agents.reconciler  # noqa: F401 - registers the name "reconciler"
 from finbench.agents.registry import DEFAULT_POLICIES, as_ref, policy_order
 from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
 from finbench.running.run import Run
@@ -105,8 +106,6 @@ def explore_run(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS
     """
     policies = list(DEFAULT_POLICIES)
     if policy and policy not in policies:
-        if policy.split("[")[0] == "reconciler":
-            import finbench.agents.reconciler  # noqa: F401 - registers the name
         as_ref(policy)  # an unknown name or knob fails here, clearly
         policies.append(policy)
     return Run.make(master_seed, n_tasks, seeds=tuple(seeds), profile=profile_named(arm), probe=probe_named(probe),

@@ -36,7 +36,7 @@ def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | N
 
     extra = dict(meta or {})
     if isinstance(obj, Figure):
-        from finbench.analysis.plotting import caption, save
+        from finbench.analysis.plotting import caption, save  # lazy: matplotlib loads only to draw
 
         text = run.caption() + (f"\n{caption_extra}" if caption_extra else "")
         return save(caption(obj, text), stem, to or "figures")

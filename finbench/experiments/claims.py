@@ -41,10 +41,8 @@ __all__ = ["ACROSS", "EXPERIMENTS", "as_written", "collect", "counts", "differin
 
 def modules() -> dict:
     """Every experiment module that can recompute its claims from tables, by name (for checks)."""
-    import finbench.experiments as pkg
-
     out = {}
-    for info in pkgutil.iter_modules(pkg.__path__):
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         mod = importlib.import_module(f"finbench.experiments.{info.name}")
         if hasattr(mod, "claims_from_tables"):
             out[mod.NAME] = mod
@@ -192,7 +190,7 @@ def figure(rows: pd.DataFrame):
     """Verdicts per section of the paper: one stacked bar per section, counts written on the segments."""
     import matplotlib.pyplot as plt
 
-    from finbench.analysis.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI  # lazy: matplotlib loads only to draw
 
     c = counts(rows)
     c = c[c["section"] != "all"]

@@ -23,6 +23,9 @@ import pandas as pd
 from finbench.sim import constants as C
 from finbench.grading import CHECKS
 from finbench.agents.registry import as_ref, policy_order
+from finbench.running.episode import run_episode
+from finbench.grading import grade_trace
+from finbench.running.episode import episode_contract
 
 VERDICTS = ("pass", "violation", "unscorable")
 CONTRACT = "capture the order value once, after authorisation, touch no other order"
@@ -179,8 +182,6 @@ def replay_trace(task, policy, seed: int, profile=None, costs=None) -> list[dict
     `policy` is any policy reference: a name, a label with knobs as it appears in
     the rows (`"sop[patience=60]"`), a `(name, knobs)` pair, a class, factory or object.
     """
-    from finbench.running.episode import run_episode
-
     return list(run_episode(task, as_ref(policy).make(), seed, profile, costs).trace)
 
 
@@ -207,9 +208,6 @@ def write_example(df: pd.DataFrame, run, path: str | Path) -> dict:
         {"path", "row", "verdict", "command"}: the file, the episode's row, its
         `Verdict` (equal to the row's) and the `grade` command that reproduces it.
     """
-    from finbench.grading import grade_trace
-    from finbench.running.episode import episode_contract
-
     row = example_row(df)
     task = run.corpus[row.task_id]
     ref = next(r for r in run.policies if r.label == row.policy)

@@ -170,7 +170,7 @@ def claims(t2: pd.DataFrame, t3: pd.DataFrame, t3_gap: pd.DataFrame) -> list:
 
 def figure1(df: pd.DataFrame, run):
     """Figure 1: exact vs pass^k per policy, and the pass^k curve. Returns two figures."""
-    from finbench.analysis.plotting import plot_exact_vs_pass5, plot_pass_k_curve
+    from finbench.analysis.plotting import plot_exact_vs_pass5, plot_pass_k_curve  # lazy: matplotlib loads only to draw
 
     k = run.k
     order = policy_order(df["policy"])

@@ -31,6 +31,7 @@ from finbench.sim.corpus import Corpus
 from finbench.agents.llm import ModelAgent, ModelUnavailable, read_transcript
 from finbench.agents.registry import PolicyRef
 from finbench.running.run import Run, corpus_for
+from finbench.running.evaluation import COLUMNS, episode_row  # the runner's own episode: model rows have every column
 
 GATE = "finality_gate"
 NAME = "model_arm"
@@ -84,8 +85,6 @@ def subset_run(master_seed: int, n_tasks: int, size: int = 60, subset_seed: int 
 # --- model episodes ---------------------------------------------------------------------
 
 def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool) -> pd.DataFrame:
-    from finbench.running.evaluation import COLUMNS, _episode  # the runner's own episode: model rows have every column
-
 
     ref = PolicyRef(agent.model, lambda: agent)
     pairs = [(t, s) for t in run.corpus.tasks for s in run.seeds]
@@ -100,7 +99,7 @@ def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool) -> p
     for task, seed in it:
         agent.bind(task.task_id, seed)
         try:
-            row = dict(zip(COLUMNS, _episode(task, ref, seed, run.profile, run.costs)))
+            row = dict(zip(COLUMNS, episode_row(task, ref, seed, run.profile, run.costs)))
         except ModelUnavailable as e:
             if only_finished:  # a transcript that no longer replays (the environment changed): not a row
                 print(f"note: {agent.model} {task.task_id} seed {seed}: transcript does not replay ({e})",
@@ -165,8 +164,6 @@ def model_episodes(run: Run, transcripts: str | Path = "data/model_runs", models
         if len(df):
             frames.append(df)
     if not frames:
-        from finbench.running.evaluation import COLUMNS
-
         return pd.DataFrame(columns=[*COLUMNS, "malformed"])
     return pd.concat(frames, ignore_index=True)
 

@@ -38,6 +38,10 @@ from finbench.errors import bad, check_int
 from finbench.sim.faults import FaultProfile
 from finbench.agents.plans import N_PLANS, all_plans, charges_twice, plan_label, plan_ref
 from finbench.sim.rng import generator
+from finbench.sim.env import reference_position
+from finbench.running.episode import run_episode
+from finbench.agents.registry import as_ref
+from finbench.running.evaluation import evaluate
 
 NAME = "plan_search"
 SECTION = "The plan search: is the reference beaten?"
@@ -109,6 +113,8 @@ def sample_tasks(corpus: Corpus, n: int = N_SAMPLE, seed: int = SAMPLE_SEED) -> 
         A tuple of `Task`s in corpus order.
 
     Example:
+        >>> import collections
+        >>> from finbench.sim.corpus import make_corpus
         >>> tasks = sample_tasks(make_corpus(), 40, seed=0)
         >>> collections.Counter(t.archetype for t in tasks)["late_chargeback"]
         2
@@ -132,10 +138,6 @@ def sample_tasks(corpus: Corpus, n: int = N_SAMPLE, seed: int = SAMPLE_SEED) -> 
 def _reference_positions(tasks, reference, costs) -> list[float]:
     """Each task's reference position: `reference` played once with no faults (it is the
     reference's position the gap is measured against, whatever that policy is)."""
-    from finbench.sim.env import reference_position
-    from finbench.running.episode import run_episode
-    from finbench.agents.registry import as_ref
-
     if reference is None:
         return [reference_position(t, costs) for t in tasks]
     ref = as_ref(reference)
@@ -174,12 +176,14 @@ def search(run, tasks, *, reference=None, plans=None) -> pd.DataFrame:
         FinbenchError: no tasks, repeated task ids, or no plans.
 
     Example:
-        >>> run = Run.make(seeds=[0], policies=["finality_oracle"])
-        >>> table = search(run, sample_tasks(run.corpus))
-        >>> beaten(table)[["task_id", "archetype", "best_plan", "margin"]]
+        >>> from finbench.running.run import Run
+        >>> run = Run.make(n_tasks=9, seeds=[0], policies=["finality_oracle"])
+        >>> table = search(run, sample_tasks(run.corpus, 9))
+        >>> len(table), int(table.plans.iloc[0])
+        (9, 1215)
+        >>> beaten(table)[["task_id", "archetype", "margin"]].values.tolist()
+        [['ord-0004', 'late_chargeback', 39.994]]
     """
-    from finbench.running.evaluation import evaluate
-
     tasks = tuple(tasks)
     if not tasks or len({t.task_id for t in tasks}) != len(tasks):
         raise bad("search", "tasks", tasks, "a non-empty collection of tasks with distinct task ids")

@@ -27,6 +27,8 @@ from finbench.agents.registry import DEFAULT_POLICIES
 from finbench.sim.probe import ProbeMode
 from finbench.agents.reconciler import Reconciler  # noqa: F401  (registers "reconciler")
 from finbench.running.run import sweep
+from finbench.analysis.claims import claims_notes
+from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT
 
 NAME = "probe_arms"
 SECTION = "Beyond the paper: probe arms, Table VIII"
@@ -183,9 +185,6 @@ def claims(t8: pd.DataFrame, diffs: pd.DataFrame) -> list:
 
 def notes(t8: pd.DataFrame, diffs: pd.DataFrame, arch: pd.DataFrame, claims_list=None) -> list[str]:
     """Markdown notes under Table VIII: the modes, the acceptance difference, where the gap lies."""
-    from finbench.analysis.claims import claims_notes
-    from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT
-
     lines = [
         "Probe modes: full (SPEC §4's probe); none (the probe answers that it is unavailable, and costs the "
         f"call); delayed (answers as of t - D, D = {DEFAULT_DELAY}); rate_limited (at most N = {DEFAULT_LIMIT} "
@@ -219,7 +218,7 @@ def figure(t8: pd.DataFrame, run=None):
     import numpy as np
     import seaborn as sns
 
-    from finbench.analysis.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI  # lazy: matplotlib loads only to draw
 
     policies = list(dict.fromkeys(t8["policy"]))
     modes_ = list(dict.fromkeys(t8["probe"]))

@@ -349,7 +349,7 @@ def figure(sp: pd.DataFrame, values: pd.DataFrame, k: int | None = None):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from finbench.analysis.plotting import PNG_DPI
+    from finbench.analysis.plotting import PNG_DPI  # lazy: matplotlib loads only to draw
 
     order = policy_order(values["policy"])
     panels = [("exact_pct", "exact % (higher is better)"),

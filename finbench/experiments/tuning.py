@@ -113,8 +113,12 @@ def grid_table(df: pd.DataFrame, run, poll_intervals, patiences) -> pd.DataFrame
         order), `best` (the tuned configuration) and `tied_with_best`.
 
     Example:
+        >>> from finbench.running.run import Run
+        >>> run = Run.make(n_tasks=36, seeds=range(3), policies=policies([15, 30], [120, 180]),
+        ...                n_boot=200, cache=False)
         >>> grid = grid_table(run.evaluate(), run, [15, 30], [120, 180])
         >>> best(grid)
+        'sop[patience=180,poll_interval=15]'
     """
     g = grid_frame(poll_intervals, patiences)
     labels = list(g["policy"])

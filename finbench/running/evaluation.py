@@ -24,6 +24,7 @@ from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
 from finbench.running.episode import episode_contract, grade_episode
+from finbench.sim.corpus import Corpus
 
 __all__ = ["COLUMNS", "CacheWarning", "episode_contract", "evaluate", "policy_label", "run_chunk"]
 
@@ -52,7 +53,7 @@ class CacheWarning(UserWarning):
 _GRADED = COLUMNS[COLUMNS.index("verdict"):]
 
 
-def _episode(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs,
+def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs,
              probe: ProbeMode | None = None) -> tuple:
     """Play one episode; its row as a tuple in `COLUMNS` order."""
     env = play(FinalityEnv(task, seed, profile, costs, probe=probe), ref.make())
@@ -88,14 +89,12 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
         for task in tasks:
             for seed in seeds:
                 for ref, mine in zip(refs, rows):
-                    mine.append(_episode(task, ref, seed, profile, costs, probe))
+                    mine.append(episode_row(task, ref, seed, profile, costs, probe))
     return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
 
 
 def check_inputs(where: str, corpus, seeds, profile, costs) -> tuple[FaultProfile, Costs, list[int]]:
     """The checked (profile, costs, seeds) of an evaluation; defaults for None."""
-    from finbench.sim.corpus import Corpus
-
     if not isinstance(corpus, Corpus):
         raise bad(where, "corpus", corpus, "a Corpus (make_corpus, load_corpus)")
     if len(corpus) == 0:

@@ -16,10 +16,9 @@ from functools import lru_cache
 
 import pandas as pd
 
-from finbench.sim import constants as C
 from finbench.sim.economics import Costs, settle_case
 from finbench.sim.env import reference_position
-from finbench.sim.world import Capture
+from finbench.sim.world import Capture, agent_capture, original_capture
 
 PRICED = ("position", "reference_position", "gap", "exact", "cash", "cogs", "liability", "dispute_fee",
           "escalation", "unrelated")
@@ -32,11 +31,11 @@ def simulation_key(costs: Costs) -> tuple:
 
 
 def _captures(task, retry_at: str) -> list[Capture]:
-    caps = [Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_value, C.CAPTURE_AT, task.determined_at,
-                    task.outcome)]
-    for i, t in enumerate(filter(None, retry_at.split(";")), start=2):
-        t = int(t)
-        caps.append(Capture(f"cap-{i}", f"key-{i}", task.order_value, t, t + task.retry_delay, task.retry_outcome))
+    """The episode's captures from its row: the original, then one per fresh-key retry time
+    (keys do not enter the economics, so the row does not keep them)."""
+    caps = [original_capture(task)]
+    for n, t in enumerate(filter(None, retry_at.split(";")), start=2):
+        caps.append(agent_capture(task, n, f"retry@{t}", int(t)))
     return caps
 
 

@@ -23,22 +23,19 @@ import itertools
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Callable
 
 from finbench.sim import constants as C
-from finbench.sim.corpus import Corpus, make_corpus
+from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
 from finbench.errors import check_int
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_policies
-
-
-@lru_cache(maxsize=64)
-def corpus_for(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS) -> Corpus:
-    """`make_corpus`, memoised: runs over one corpus share one object."""
-    return make_corpus(master_seed, n_tasks)
+from finbench.running.evaluation import check_inputs
+from finbench.running.reprice import simulation_key
+from finbench.running.reprice import reprice
+from finbench.running.evaluation import evaluate
 
 
 def seeds_label(seeds) -> str:
@@ -85,8 +82,6 @@ class Run:
     progress: bool = field(default=False, compare=False)
 
     def __post_init__(self):
-        from finbench.running.evaluation import check_inputs
-
         profile, costs, seeds = check_inputs("Run", self.corpus, self.seeds, self.profile, self.costs)
         object.__setattr__(self, "seeds", tuple(seeds))
         object.__setattr__(self, "probe", check_probe("Run", self.probe))
@@ -161,8 +156,6 @@ _MEMO_SIZE = 512
 
 
 def _sim_key(run: Run, ref: PolicyRef) -> tuple:
-    from finbench.running.reprice import simulation_key
-
     who = ref.cache_id if ref.cache_id is not None else ("uncached", ref.label, id(ref.factory))
     return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), who,
             tuple(run.probe.key()))
@@ -173,8 +166,6 @@ def _episodes(run: Run):
     else `evaluate` for every missing policy at once (so worlds are built once for all of them)."""
     import pandas as pd
 
-    from finbench.running.reprice import reprice
-    from finbench.running.evaluation import evaluate
 
     parts: dict[int, Any] = {}
     missing = []

@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass, fields
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from finbench.sim import constants as C
@@ -389,3 +389,9 @@ def make_task(archetype: str, *, determined_at: int | None = None, order_value: 
     order_id = f"ord-{seed % 10000:04d}"
     return _build(archetype, draws, order_id=order_id, task_id=f"{archetype}-{seed}",
                   unit=order_id, stream=f"task/{archetype}/{seed}", outcome=outcome)
+
+
+@lru_cache(maxsize=64)
+def corpus_for(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS) -> Corpus:
+    """`make_corpus`, memoised: runs over one corpus share one object."""
+    return make_corpus(master_seed, n_tasks)

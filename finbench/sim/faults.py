@@ -111,12 +111,30 @@ class Spec:
     arrival: int
     drop: bool = False  # archetype: the delivery is lost by construction
     copy_gap: int = 0  # archetype: a second copy this many ticks later
+    lag: int = 0  # archetype: the replica's lag, already in `arrival` (stale_processor)
     partial: bool = False  # archetype: the ledger half-commits
     faultable: bool = True
 
 
-def _batch(t: int) -> int:
-    return (t // C.BANK_BATCH + 1) * C.BANK_BATCH
+def posted_at(system: str, arrival: int) -> int:
+    """When a delivery arriving at `arrival` shows in `system`: the bank posts in batches,
+    at the next `BANK_BATCH` boundary strictly after it (SPEC §2); the others at once.
+
+    Example:
+        >>> posted_at("bank", 300), posted_at("bank", 299), posted_at("ledger", 300)
+        (360, 300, 300)
+    """
+    return (arrival // C.BANK_BATCH + 1) * C.BANK_BATCH if system == "bank" else arrival
+
+
+def nominal_arrival(system: str, event_t: int) -> int:
+    """When an event at `event_t` shows in `system` with no fault and no lag: its latency, then the batch."""
+    return posted_at(system, event_t + C.LATENCY[system])
+
+
+def copy_id(delivery_id: str, i: int) -> str:
+    """The id of the i-th extra copy of a delivery (a duplicate), i >= 1."""
+    return f"{delivery_id}#copy{i}"
 
 
 def deliver(specs: list[Spec], stream: str, seed: int, profile: FaultProfile,
@@ -157,9 +175,9 @@ def deliver(specs: list[Spec], stream: str, seed: int, profile: FaultProfile,
             partial = True
         times = [arrival] + copies
         if s.system == "bank":
-            times = [_batch(t) for t in times]
+            times = [posted_at("bank", t) for t in times]
         for i, t in enumerate(times):
-            out.append(Delivery(s.id if i == 0 else f"{s.id}#copy{i}", s.system, s.event, s.group,
+            out.append(Delivery(s.id if i == 0 else copy_id(s.id, i), s.system, s.event, s.group,
                                 t, earliest, seq, partial if i == 0 else False))
             seq += 1
     if "reorder" in on:

@@ -13,7 +13,6 @@ benchmark's own contract.
 """
 from __future__ import annotations
 
-from itertools import repeat
 from operator import itemgetter
 
 from finbench.sim import constants as C

@@ -29,6 +29,31 @@ class Capture:
         return self.outcome if self.terminal_at <= t else "unknown"
 
 
+def capture_id(n: int) -> str:
+    """The receipt of the n-th capture of the case order (`cap-1` is the original)."""
+    return f"cap-{n}"
+
+
+def original_capture(task: Task) -> Capture:
+    """The capture submitted at `CAPTURE_AT`, resolved at the task's determination time."""
+    return Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_value, C.CAPTURE_AT, task.determined_at,
+                   task.outcome)
+
+
+def agent_capture(task: Task, n: int, key: str, t: int) -> Capture:
+    """The n-th capture (n >= 2), submitted by the agent at t under a fresh `key`: resolved by
+    the task's retry draw (`retry_outcome`) after `retry_delay` (SPEC §4)."""
+    return Capture(capture_id(n), key, task.order_value, t, t + task.retry_delay, task.retry_outcome)
+
+
+def capture_events(cap: Capture) -> list[Event]:
+    """The canonical events of a capture the agent created: its submission and, if
+    it falls before `HORIZON`, its terminal event."""
+    events = [Event(cap.submitted_at, "capture_submitted", cap.id, cap.key, cap.amount),
+              Event(cap.terminal_at, f"capture_{cap.outcome}", cap.id, cap.key, cap.amount)]
+    return [e for e in events if e.t <= C.HORIZON]
+
+
 def _stage(kind: str) -> str:
     return "terminal" if kind in ("capture_settled", "capture_failed") else kind
 
@@ -49,7 +74,8 @@ def event_specs(task: Task, events, group: str) -> list[Spec]:
             original = e.capture == C.ORIGINAL_CAPTURE
             a = task.archetype
             if terminal and system == "processor" and a == "stale_processor":
-                spec.arrival += task.processor_lag
+                spec.lag = task.processor_lag
+                spec.arrival += spec.lag
             if terminal and original and e.kind == "capture_settled":
                 if a == "lost_settlement" and system in ("processor", "erp"):
                     spec.drop = True
@@ -127,8 +153,8 @@ class World:
         self.extra: list[Delivery] = []
         self.extra_firings: list = []
         self.reads = dict.fromkeys(C.SYSTEMS, 0)
-        self.captures = [Capture(C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, task.order_value,
-                                 C.CAPTURE_AT, task.determined_at, task.outcome)]
+        self.captures = [original_capture(task)]
+        self.extra_specs: list[Spec] = []  # the delivery specs of the agent's captures, in order
 
     # --- deliveries ---------------------------------------------------------
     @property
@@ -136,10 +162,17 @@ class World:
         return self._base.deliveries + self.extra
 
     @property
+    def specs(self) -> list[Spec]:
+        """Every delivery spec the world gave the fault pipeline: the canonical log's, then the
+        agent's captures' (the ERP's record of a disposition is not faultable and has none)."""
+        return [*_log_specs(self.task), *self.extra_specs]
+
+    @property
     def firings(self) -> list:
         return self._base.firings + self.extra_firings
 
     def _add(self, specs: list[Spec]) -> None:
+        self.extra_specs += specs
         new = deliver(specs, self.task.stream, self.seed, self.profile, self.extra_firings,
                       seq_start=len(self._base.deliveries) + len(self.extra), memo=self._base.draws)
         self.extra += new
@@ -150,13 +183,9 @@ class World:
     # --- agent effects on the canonical log ----------------------------------
     def add_capture(self, key: str, t: int) -> Capture:
         """A new capture submitted at t under a fresh key; resolved by the task's retry draw."""
-        task = self.task
-        cap = Capture(f"cap-{len(self.captures) + 1}", key, task.order_value, t,
-                      t + task.retry_delay, task.retry_outcome)
+        cap = agent_capture(self.task, len(self.captures) + 1, key, t)
         self.captures.append(cap)
-        events = [Event(t, "capture_submitted", cap.id, key, cap.amount),
-                  Event(cap.terminal_at, f"capture_{cap.outcome}", cap.id, key, cap.amount)]
-        self._add(event_specs(task, [e for e in events if e.t <= C.HORIZON], cap.id))
+        self._add(event_specs(self.task, capture_events(cap), cap.id))
         return cap
 
     def record_disposition(self, kind: str, t: int) -> None:
@@ -186,15 +215,18 @@ class World:
             # the n-th read of a system draws the same keys under every policy of this (task, seed)
             hit = self._stale.get((system, n))
             if hit is None:
-                hit = self._stale[(system, n)] = self._stale_draw(system, n)
+                hit = self._stale[(system, n)] = self.stale_draw(system, n)
             lag, firing = hit
             if lag:
                 self.extra_firings.append(firing)
                 seen = t - lag
         return self.view(system, seen, copy)
 
-    def _stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
+    def stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.
+
+        Pure: a function of (unit, seed, system, n), the same for every policy and whether
+        or not the read happened, so the timeline can ask it after the episode.
 
         Keyed (unit stream, seed, "stale_read", system, n), see `finbench.sim.rng`.
         """

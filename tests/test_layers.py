@@ -1,0 +1,114 @@
+"""The house (SPEC §11): layers import only the layers below them, no import loop, small rooms."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "finbench"
+# each layer may import itself, the ones listed before it, and the shared errors
+ORDER = ("sim", "grading", "agents", "running", "analysis", "experiments")
+SHARED = {"finbench.errors"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        parts = p.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> list[tuple[str, int, bool, str]]:
+    """(imported finbench module, line, inside a function?, the line's text)."""
+    text = path.read_text()
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    inner = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for sub in ast.walk(node)}
+    out = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("finbench"):
+            # `from finbench.x import y` imports finbench.x.y when y is a module
+            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                     for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("finbench")]
+        for name in names:
+            out.append((name, node.lineno, id(node) in inner, lines[node.lineno - 1]))
+    return out
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) >= 2 and parts[1] in ORDER else None
+
+
+def test_the_layers_import_only_downwards():
+    allowed = {layer: set(ORDER[:i + 1]) for i, layer in enumerate(ORDER)}
+    allowed["grading"] = {"grading"}  # the grader stands alone: traces people bring need no simulator
+    checked, bad = 0, []
+    for module, path in MODULES.items():
+        layer = _layer(module)
+        if layer is None:
+            continue  # the top: the public surface, the CLI, the pipeline, the benchmark
+        for target, line, _, _ in _imports(path):
+            checked += 1
+            if target in SHARED or target == "finbench":
+                continue
+            if _layer(target) not in allowed[layer]:
+                bad.append(f"{path.relative_to(PKG.parent)}:{line} ({layer}) imports {target}")
+    assert checked > 100  # the walk saw the package's imports
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_loop():
+    graph = {m: {t for t, *_ in _imports(p) if t in MODULES and t != m} for m, p in MODULES.items()}
+    # a package imports its own submodules when they run; a loop through __init__ does not count
+    graph = {m: {t for t in ts if not m.startswith(t + ".") and not t.startswith(m + ".")} for m, ts in graph.items()}
+    assert sum(map(len, graph.values())) > 100
+    state: dict[str, int] = {}
+    loops = []
+
+    def visit(m, path):
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                loops.append(" -> ".join(path[path.index(t):] + [t]))
+            elif t not in state:
+                visit(t, path + [t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not loops, "\n".join(loops)
+
+
+def test_function_level_imports_say_why():
+    """A package import inside a function is there only to keep a heavy dependency lazy, and says so."""
+    found = [(p, line, text) for p in MODULES.values() for _, line, inner, text in _imports(p) if inner]
+    unexplained = [f"{p.relative_to(PKG.parent)}:{line}: {text.strip()}" for p, line, text in found
+                   if "lazy" not in text]
+    assert not unexplained, "\n".join(unexplained)
+
+
+def test_rooms_are_small():
+    top = sorted(p.name for p in PKG.glob("*.py"))
+    assert 0 < len(top) <= 10, top
+    sizes = {p: sum(1 for _ in p.open()) for p in MODULES.values()}
+    assert len(sizes) > 30
+    assert not {str(p.relative_to(PKG.parent)): n for p, n in sizes.items() if n > 450}
+
+
+@pytest.mark.parametrize("module", ["finbench.sim.faults", "finbench.sim.world"])
+def test_the_walk_sees_a_known_import(module):
+    """The checks above read real imports: world imports faults, faults imports rng."""
+    targets = {t for t, *_ in _imports(MODULES[module])}
+    assert {"finbench.sim.rng"} <= targets
