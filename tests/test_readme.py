@@ -69,7 +69,7 @@ def _run(code: str, tmp_path: Path) -> dict:
 
 
 def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
-    from tests.test_llm import Loopback
+    from tests.agents.test_llm import Loopback
 
     python = [code for lang, code in BLOCKS if lang == "python"]
     assert len(python) == 6
@@ -85,11 +85,17 @@ def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
     assert "patient" in out and "finality_gate" in out
     assert len(own["df"]) == 2 * 321 * 5 and set(own["df"].policy) == {"patient", "finality_gate"}
     assert list(layer_own["costly"].costs.unique()) == ["default", "dispute_fee=50"]
-    assert (user / "mine" / "my_table2.md").exists()
+    mine = user / "mine" / "my_table2.csv"
+    assert set(read_table(mine).policy) == {"eager_shipper", "finality_gate"}
+    assert f"# corpus: {layer_own['run'].corpus.fingerprint}" in mine.read_text()
+    assert "finality_gate" in (user / "mine" / "my_table2.md").read_text()
     assert model["res"].policy and len(list((user / "data" / "model_runs").rglob("*.jsonl"))) >= 61
-    assert grade["verdict"].verdict in ("pass", "violation", "unscorable")
+    assert grade["verdict"].verdict == "pass" and "pass () all six checks pass" in out  # trace_a, as printed
     assert len(dask["df"]) == 14_445
-    assert (user / "tables" / "claims_headline.csv").exists() and len(layer["df"]) == 14_445
+    assert len(layer["df"]) == 14_445
+    claims = read_table(user / "tables" / "claims_headline.csv").set_index("id")
+    gate_exact = layer["t2"].set_index("policy").loc["finality_gate", "exact_pct"]
+    assert claims.loc["gate_exact", "ours"] == pytest.approx(gate_exact)  # the claims of the table just published
 
 
 def test_the_reproduction_section_agrees_with_the_claims_table():

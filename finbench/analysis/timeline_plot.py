@@ -338,7 +338,7 @@ def draw_timeline(task: Task, policy, seed: int = 0, profile: FaultProfile | Non
 
     Example:
         >>> import finbench as fb
-        >>> from finbench.analysis.timeline import draw_timeline
+        >>> from finbench.analysis.timeline_plot import draw_timeline
         >>> drawn = draw_timeline(fb.make_corpus(n_tasks=9).tasks[0], "optimistic", seed=0)
         >>> drawn.result.gap == fb.run_episode(fb.make_corpus(n_tasks=9).tasks[0], "optimistic", 0).gap
         True

@@ -173,7 +173,7 @@ def notes(rows: pd.DataFrame, stale_files: list[str] | None = None) -> list[str]
     ]
     d = differing(rows)
     if len(d):
-        lines += ["", "Claims that differ (why each does: docs/DESIGN.md, the experiment's section):", ""]
+        lines += ["", "Claims that differ (why each does: docs/RESULTS.md, the experiment's section):", ""]
         lines += [f"- `{r.experiment}.{r.id}`: {r.claim} (paper {_paper_short(r.paper)}; ours {r.measured})"
                   for r in d.itertuples()]
     if stale_files:

@@ -157,7 +157,7 @@ def search(run, tasks, *, reference=None, plans=None) -> pd.DataFrame:
             row's `reference_position`); or any policy reference (a name, a label, a
             class, an object) whose position, played once with no faults, the plans
             are measured against instead. A weakened reference planted here must be
-            found beaten (`tests/test_plan_search.py`).
+            found beaten (`tests/experiments/test_plan_search.py`).
         plans: knob dicts to search (default: `plans.all_plans()`, all 1,215).
 
     Returns:

@@ -140,6 +140,7 @@ def _cap_jobs(n_jobs: int, work: int) -> int:
     return capped
 
 
+# About 65 lines on purpose: the public entry point checks every argument before any work.
 def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None = None,
              costs: Costs | None = None, n_jobs: int = 1, cache: bool | str | Path = True,
              progress: bool = False, probe: ProbeMode | None = None):

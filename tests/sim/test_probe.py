@@ -1,5 +1,5 @@
-"""Probe modes and the reconciler (issue 12): each mode's contract, every policy in every mode,
-the reconciler's privilege test, and that the default mode changes nothing."""
+"""Probe modes (issue 12): each mode's contract, every policy in every mode, and that the default mode
+changes nothing (the reconciler built for them: tests/agents/test_reconciler.py)."""
 import pytest
 
 import finbench as fb
@@ -9,8 +9,6 @@ from finbench.sim.env import FinalityEnv
 from finbench.sim.play import play
 from finbench.errors import FinbenchError
 from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
-from finbench.agents.reconciler import Reconciler
-from tests.test_policies import calls_before
 
 CORPUS = fb.make_corpus()
 SMALL = fb.make_corpus(n_tasks=30)
@@ -86,7 +84,8 @@ def test_rate_limited_answers_at_most_n_times():
         for task in SMALL:
             answers = _probes(task, ProbeMode.rate_limited(n))
             real = [r for _, r in answers if "unavailable" not in r]
-            assert len(real) == min(n, len(answers))
+            assert len(answers) > n  # so that some probes are refused
+            assert len(real) == n
             assert all("unavailable" in r for _, r in answers[n:])
             full = _probes(task, ProbeMode.full())
             assert [r for _, r in full[:n]] == real
@@ -132,22 +131,6 @@ def test_gate_escalates_at_the_deadline_without_a_probe():
         assert res.disposition == "escalate" and res.end_t <= C.SHIP_BY and res.n_calls <= 4
 
 
-@pytest.mark.parametrize("mode", [ProbeMode.full(), ProbeMode.none()], ids=lambda m: m.name)
-def test_reconciler_cannot_tell_twins_apart(mode):
-    for settle, fail in CORPUS.twin_pairs:
-        for seed in range(5):
-            d = settle.determined_at
-            assert calls_before(settle, Reconciler(), seed, d, mode) == calls_before(fail, Reconciler(), seed, d, mode), \
-                (settle.task_id, seed)
-
-
-def test_reconciler_is_registered_beside_the_nine():
-    assert "reconciler" not in fb.POLICIES and len(fb.POLICIES) == 9
-    from finbench.agents.registry import DEFAULT_POLICIES, REGISTRY
-    assert REGISTRY["reconciler"] is Reconciler and "reconciler" not in DEFAULT_POLICIES
-    assert not fb.get_policy("reconciler").privileged
-
-
 def test_default_mode_changes_nothing(tmp_path):
     base = fb.evaluate(SMALL, ["sop", "finality_gate", "reconciler"], range(2), cache=False)
     full = fb.evaluate(SMALL, ["sop", "finality_gate", "reconciler"], range(2), cache=False, probe=ProbeMode.full())
@@ -166,17 +149,8 @@ def test_sweep_over_probe_modes(tmp_path):
     df = fb.sweep(run, {"probe": [ProbeMode.full(), ProbeMode.none()]})
     assert list(dict.fromkeys(df["probe"])) == ["full", "none"]
     gate = df[df["policy"] == "finality_gate"]
-    assert (gate[gate["probe"] == "none"]["disposition"] == "escalate").all()
+    blind = gate[gate["probe"] == "none"]
+    assert len(blind) == len(SMALL) * 2
+    assert (blind["disposition"] == "escalate").all()
     again = fb.sweep(run, {"probe": [ProbeMode.full(), ProbeMode.none()]})  # from the cache
     assert df.equals(again)
-
-
-@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
-def test_reconciler_never_acts_irreversibly_before_the_outcome_exists(mode):
-    """Its evidence is what replicas and probe show, and neither invents a terminal status."""
-    for task in CORPUS.tasks[::3]:
-        for seed in (0, 3):
-            res = fb.run_episode(task, "reconciler", seed, probe=mode)
-            assert not res.premature_irreversible, (mode.name, task.task_id, seed)
-            keys = [a["idempotency_key"] for _, tool, a, _ in res.actions if tool == "retry_capture"]
-            assert len(keys) <= 1 and (not keys or task.outcome == "failed")

@@ -15,7 +15,7 @@ from finbench.pipeline import run_notebook
 from finbench.analysis.tables import read_table
 from finbench.sim.splitseeds import split_seeds
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "05_tuning.ipynb"
 POLLS, PATIENCES = [5, 15, 30, 60, 120], [60, 180, 300, 420, 480]
 N_SPLITS = 2

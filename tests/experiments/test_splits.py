@@ -17,7 +17,7 @@ from finbench.pipeline import run_notebook
 from finbench.analysis.tables import read_table
 from finbench.sim.splitseeds import regenerated_seeds, split_seeds
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 N_SPLITS = 3
 HEADLINE = {"table2": H.table2, "table3": H.table3, "table3_gap": H.table3_gap, "claims": H.claims}
 

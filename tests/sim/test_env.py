@@ -168,7 +168,14 @@ def test_money_identity_and_refund_bound(archetype, seed, calls, faults):
     if env.disposition == "refund":  # a refund returns what had settled by then, no more
         by_then = sum(c.amount for c in env.world.captures if c.outcome == "settled" and c.terminal_at <= env.disposition_t)
         assert out.refunded <= by_then + 1e-9
-    assert out.cash >= -1e-9 and out.liability >= 0.0
+    # SPEC §5 liability, derived from the world's captures: the cash held for the order (settled, less refunds
+    # and chargebacks) beyond the value of the goods the customer received, if any left
+    shipped = env.disposition == "ship" or out.human_action == "ship"
+    goods = task.order_value if shipped else 0.0
+    assert out.cogs == pytest.approx(env.costs.cogs_rate * goods, abs=1e-6)
+    held = settled - out.refunded - out.chargeback
+    assert out.liability == pytest.approx(max(0.0, held - goods), abs=1e-6)
+    assert out.cash >= -1e-9
     assert res.gap == pytest.approx(res.reference_position - res.position)
 
 

@@ -14,7 +14,7 @@ import finbench as fb
 from finbench.sim import constants as C
 from finbench.sim.world import World
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROFILES = st.builds(lambda fams, p: fb.FaultProfile(p, frozenset(fams)),
                      st.sets(st.sampled_from(C.FAMILIES)), st.floats(0.0, 1.0))
 

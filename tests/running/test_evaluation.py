@@ -68,6 +68,7 @@ def test_cache_resumes_and_is_reused(tmp_path):
         f.unlink()
     files[1].write_bytes(b'{"format": "finbench-episodes/1", "key": ')
     stamps = {f: f.stat().st_mtime_ns for f in files if f.exists() and f != files[1]}
+    assert stamps
     with pytest.warns(CacheWarning, match="recomputed 1 cached chunk"):
         again = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
     pd.testing.assert_frame_equal(full, again)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from finbench.grading import (
     load_trace,
 )
 
-TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
 LIBRARY = json.loads((TRACES / "library.json").read_text())["cases"]
 STEMS = [case["stem"] for case in LIBRARY]
 POST = Contract("A", 50, op="refund")
@@ -458,3 +460,16 @@ def test_log_meta_last_seq_exposes_a_lost_tail():
     assert v.verdict == "unscorable" and v.checks["evidence_complete"] == "fail"
     assert "last seq is 3" in v.reasons["evidence_complete"]
     assert grade_trace([dict(good[0], last_seq="two")] + good[1:], contract).verdict == "unscorable"
+
+
+# --------------------------------------------------------------------------
+# The grader stands alone: a trace people bring needs neither pandas nor the simulator
+
+def test_grading_imports_neither_pandas_nor_the_simulator():
+    code = ("import sys, finbench.grading, finbench.cli; "
+            "bad = [m for m in ('pandas', 'numpy', 'finbench.sim.world', 'finbench.sim.env', 'finbench.running.evaluation') "
+            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
+    names = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert "finbench.grading" in names and "pandas" not in names and "finbench.sim.world" not in names

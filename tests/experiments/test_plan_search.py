@@ -1,4 +1,4 @@
-"""Plan search (SPEC §10): open-loop plans, the stratified sample, the search against the reference,
+"""Plan search (SPEC §10): the stratified sample, the search against the reference,
 a planted weak reference it must find, fault invariance of a plan's position, and the claims."""
 import collections
 import dataclasses
@@ -12,12 +12,12 @@ from finbench.analysis.claims import claims_frame
 from finbench.sim.corpus import Corpus
 from finbench.sim.env import reference_position
 from finbench.running.episode import run_episode
-from finbench.errors import FinbenchError, PolicyError
+from finbench.errors import FinbenchError
 from finbench.experiments import plan_search as PS
 from finbench.sim.faults import FaultProfile
-from finbench.agents.plans import ACTIONS, N_PLANS, RETRIES, WAITS, Plan, all_plans, plan_label, plan_ref
+from finbench.agents.plans import all_plans, plan_ref
 from finbench.agents.policies import FinalityOracle
-from finbench.agents.registry import as_ref, parse_label
+from finbench.agents.registry import parse_label
 from finbench.analysis.tables import read_table
 from finbench.running.run import Run
 from finbench.running.evaluation import evaluate
@@ -37,54 +37,6 @@ def searched(run):
 
 def _pick(corpus, archetype, outcome=None, k=1):
     return [t for t in corpus.tasks if t.archetype == archetype and outcome in (None, t.outcome)][:k]
-
-
-# --- (d) the plans -----------------------------------------------------------------------
-
-def test_all_plans_are_1215_distinct_labels_that_round_trip():
-    plans = list(all_plans())
-    labels = [plan_label(k) for k in plans]
-    assert len(plans) == N_PLANS == 1215 == len(WAITS) * len(RETRIES) * len(WAITS) * len(ACTIONS)
-    assert len(set(labels)) == 1215
-    assert plans == list(all_plans())  # a fixed order
-    assert WAITS[0] == 0 and WAITS[-1] == C.SHIP_BY - C.HANDOVER and len(set(WAITS)) == 9
-    for k, label in zip(plans, labels):
-        assert parse_label(label) == ("plan", k)
-        ref = plan_ref(k)
-        assert ref.label == label and ref == as_ref(label)  # the same label and cache identity as the string
-        assert ref.make().knobs == k
-
-
-def test_a_plan_reads_nothing_and_calls_what_it_says():
-    p = Plan(first=60, retry="fresh", second=120, action="ship")
-    p.begin({"order_id": "o", "order_value": 1.0})
-    calls = [p.act(obs) for obs in (None, {"garbage": 1}, "x", 42, {})]
-    assert calls == [("wait", {"order_id": "o", "ticks": 60}),
-                     ("retry_capture", {"order_id": "o", "idempotency_key": "key-2"}),
-                     ("wait", {"order_id": "o", "ticks": 120}), ("ship", {"order_id": "o"}),
-                     ("close", {"order_id": "o"})]
-    assert Plan(0, "none", 0, "refund").calls() == [("refund", {})]
-    assert Plan(0, "original", 0, "close").calls() == [("retry_capture", {"idempotency_key": "key-1"}),
-                                                      ("close", {})]
-    for bad in ({"first": -1}, {"second": 601}, {"retry": "twice"}, {"action": "wait"}, {"first": 1.5}):
-        with pytest.raises(PolicyError):
-            fb.get_policy("plan", **bad)
-
-
-def test_a_plan_label_goes_through_evaluate_like_any_policy(run):
-    task = _pick(run.corpus, "pending_settle")[0]
-    label = "plan[first=60,retry=fresh,second=120,action=ship]"
-    df = evaluate(Corpus((task,), run.corpus.master_seed), [label], seeds=[0], cache=False)
-    assert list(df.policy) == ["plan[action=ship,first=60,retry=fresh,second=120]"]
-    res = run_episode(task, label, 0)
-    assert [(t, tool) for t, tool, _, _ in res.actions] == [(120, "wait"), (180, "retry_capture"),
-                                                            (181, "wait"), (301, "ship")]
-    assert df.position[0] == res.position
-    # a fresh key on an order that settles charges twice: the second payment is a liability
-    assert res.loss_breakdown["liability"] == task.order_value and res.gap > 0
-    # past the deadline the ship fails and the plan closes the case
-    late = run_episode(task, Plan(480, "none", 0, "ship"), 0)
-    assert late.disposition == "close" and "error" in late.actions[1][3]
 
 
 # --- the sample --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ UNPRIVILEGED = [p for p in fb.POLICIES if p != "finality_oracle"]
 
 
 def calls_before(task, policy, seed, until, probe=None):
-    """The calls a policy (a name, or a fresh object) makes before tick `until` (shared by test_probe)."""
+    """The calls a policy (a name, or a fresh object) makes before tick `until` (shared by test_reconciler)."""
     policy = fb.get_policy(policy) if isinstance(policy, str) else policy
     env = play(FinalityEnv(task, seed, probe=probe), policy)
     return [(tool, args) for t, tool, args, _ in env.actions if t < until]

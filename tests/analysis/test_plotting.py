@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 
 from finbench.analysis import plotting  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 TABLE = pd.DataFrame(
     {"exact": [0.86, 0.35, 0.52, 0.10], "pass^5": [0.86, 0.08, 0.21, 0.0]},

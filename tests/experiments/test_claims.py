@@ -8,7 +8,7 @@ import pytest
 from finbench.experiments import claims as R
 from finbench.analysis.tables import read_table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TABLES = ROOT / "tables"
 
 
@@ -30,7 +30,9 @@ def test_the_report_covers_the_papers_claims(rows):
     across = rows[rows.corpora_n > 0]
     assert set(across.experiment) == {"headline", "twins"}
     assert (across.corpora_holds <= across.corpora_direction).all() and (across.corpora_direction <= across.corpora_n).all()
-    assert (rows.loc[rows.corpora_n == 0, "corpora_verdict"] == "").all()
+    single = rows.loc[rows.corpora_n == 0, "corpora_verdict"]
+    assert len(single) > 0
+    assert (single == "").all()
 
 
 def test_committed_claims_files_match_their_tables_and_the_report(rows):

@@ -2,6 +2,7 @@
 or, where the input is legal, a correct result. One table holds every reproduction from the issue and more."""
 import hashlib
 import json
+import math
 import multiprocessing as mp
 import subprocess
 import sys
@@ -281,7 +282,7 @@ def test_make_task_property(kw, archetype):
         lo, hi = C.DETERMINATION[archetype]
         assert t.order_value > 0 and lo <= t.determined_at <= hi
         res = fb.run_episode(t, "finality_gate", 0)
-        assert res.position == res.position  # not NaN
+        assert math.isfinite(res.position)
 
 
 @given(intensity=ANY, families=st.one_of(ANY, st.lists(st.sampled_from(["loss", "delay", "x"]), max_size=3)))
@@ -296,7 +297,7 @@ def test_contract_property(order, amount, op, allow):
     c = _works_or_ours(lambda: fb.Contract(order, amount, op=op, allow_reversal=allow))
     if c is not None:
         v = fb.grade_trace([{"kind": "log_meta", "complete": True}], c)
-        assert v.verdict in ("pass", "violation", "unscorable")
+        assert v.verdict == "unscorable" and v.failed == ("evidence_complete",)  # a log with no records at all
 
 
 @given(seeds=st.one_of(ANY, st.lists(ANY, max_size=2)), n_jobs=ANY, profile=ANY)

@@ -1,0 +1,178 @@
+"""Write docs/mutation.md from mutmut's results in mutants/ (`make mutate` runs it last).
+
+Per mutated module (setup.cfg's [mutmut] only_mutate): how many of its mutants the tests
+killed, how many survived, timed out, ended otherwise (no test reaches them, suspicious,
+crashed, pytest stopped) or are not checked yet, and the score: killed and timed-out
+mutants over the checked ones. Then every survivor with its change and its triage from
+docs/mutation_triage.csv (`equivalent`: no test can tell it from the original, and why;
+`gap`: a test that should exist does not). A survivor with no row there, or whose row
+describes another change (mutmut numbers the mutants of a function afresh when the
+function changes), is listed as untriaged.
+
+Run alone (`.venv/bin/python scripts/mutation_report.py`) to rewrite the page from the
+last results without running anything.
+"""
+from __future__ import annotations
+
+import configparser
+import csv
+import fnmatch
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+from mutmut.stats import status_by_exit_code
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "mutation.md"
+TRIAGE = ROOT / "docs" / "mutation_triage.csv"
+COLUMNS = ("killed", "survived", "timeout", "other", "not checked")
+VERDICTS = ("equivalent", "gap")
+
+
+def config() -> tuple[list[str], list[str], list[str]]:
+    cp = configparser.ConfigParser()
+    cp.read(ROOT / "setup.cfg")
+    lines = lambda key: [x.strip() for x in cp.get("mutmut", key, fallback="").splitlines() if x.strip()]
+    return lines("source_paths"), lines("only_mutate"), lines("pytest_add_cli_args_test_selection")
+
+
+def modules(source_paths: list[str], patterns: list[str]) -> list[str]:
+    """The mutated files, in the order of the patterns (setup.cfg), each once."""
+    files = sorted(str(p.relative_to(ROOT)) for s in source_paths for p in (ROOT / s).rglob("*.py"))
+    # a module with results but no source any more (moved by a refactor) is still reported
+    files += sorted(str(p.relative_to(ROOT / "mutants"))[:-len(".meta")]
+                    for p in (ROOT / "mutants").rglob("*.py.meta"))
+    out: list[str] = []
+    for pat in patterns:
+        out += [f for f in files if fnmatch.fnmatch(f, pat) and f not in out]
+    return out
+
+
+def status(code) -> str:
+    s = status_by_exit_code[code]
+    return s if s in COLUMNS else "other"
+
+
+def change(diff: str) -> str:
+    """The mutated lines of a unified diff, as `old -> new`, whitespace squeezed."""
+    sq = lambda ls: " / ".join(" ".join(line[1:].split()) for line in ls)
+    body = [line for line in diff.splitlines() if not line.startswith(("---", "+++", "@@"))]
+    old = [line for line in body if line.startswith("-")]
+    new = [line for line in body if line.startswith("+")]
+    return f"{sq(old)} -> {sq(new)}" if new else f"{sq(old)} -> (removed)"
+
+
+def code(text: str) -> str:
+    text = text.replace("|", "\\|")
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def triage() -> dict[str, dict]:
+    if not TRIAGE.exists():
+        return {}
+    with TRIAGE.open(newline="") as f:
+        rows = {r["mutant"]: r for r in csv.DictReader(f)}
+    bad = {k: r["verdict"] for k, r in rows.items() if r["verdict"] not in VERDICTS}
+    if bad:
+        sys.exit(f"{TRIAGE.relative_to(ROOT)}: verdict must be one of {VERDICTS}: {bad}")
+    return rows
+
+
+def git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def main() -> None:
+    source_paths, patterns, selection = config()
+    mods = modules(source_paths, patterns)
+    notes = triage()
+    rows, survivors = [], {}
+    total = Counter()
+    for mod in mods:
+        meta = ROOT / "mutants" / f"{mod}.meta"
+        codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        c = Counter(status(v) for v in codes.values())
+        n = sum(c.values())
+        total.update(c)
+        total["total"] += n
+        rows.append((mod, c, n))
+        survivors[mod] = sorted((k for k, v in codes.items() if status(v) == "survived"),
+                                key=lambda k: (k.rpartition("__mutmut_")[0], int(k.rpartition("__mutmut_")[2])))
+
+    def score(c: Counter, n: int) -> str:
+        checked = n - c["not checked"]
+        return f"{100 * (c['killed'] + c['timeout']) / checked:.1f}%" if checked else "–"
+
+    head = git("rev-parse", "--short", "HEAD")
+    dirty = git("status", "--porcelain", "--", *mods)
+    out = [
+        "# Mutation testing",
+        "",
+        "Generated by `scripts/mutation_report.py` from mutmut's results in `mutants/`; "
+        "`make mutate` runs mutmut and then the script (`make mutate MUTATE=finbench/sim/economics.py` "
+        "re-tests one module and keeps the others' last results). What is mutated and with which "
+        "tests: `setup.cfg`, section `[mutmut]`. The triage of the survivors: "
+        "`docs/mutation_triage.csv`.",
+        "",
+        f"Source: commit {head or '?'}" + (" with uncommitted changes to the mutated modules." if dirty else "."),
+        "Tests: " + ", ".join(f"`{t}`" for t in selection) + ".",
+        "",
+        "Score = (killed + timeout) / (mutants checked). *Other*: no test reaches the mutant, or the "
+        "run ended otherwise (suspicious, crashed, pytest stopped); *not checked*: not run yet.",
+        "",
+        "| module | killed | survived | timeout | other | not checked | total | score |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for mod, c, n in rows:
+        out.append(f"| `{mod}` | " + " | ".join(str(c[k]) for k in COLUMNS) + f" | {n} | {score(c, n)} |")
+    out.append("| **all** | " + " | ".join(str(total[k]) for k in COLUMNS)
+               + f" | {total['total']} | {score(total, total['total'])} |")
+
+    counts = Counter()
+    sections = []
+    for mod in mods:
+        if not survivors[mod]:
+            continue
+        sections += ["", f"### `{mod}`", "", "| mutant | change | verdict | why |", "| --- | --- | --- | --- |"]
+        for name in survivors[mod]:
+            try:
+                what = change(get_diff_for_mutant(name, path=mod))
+            except Exception as e:  # noqa: BLE001 - a mutant mutmut cannot show is still listed
+                what = f"(no diff: {e})"
+            note = notes.get(name)
+            if note is None:
+                verdict, why = "**untriaged**", ""
+            elif " ".join(note["change"].split()) != what:
+                verdict, why = "**untriaged**", f"(the triage row describes another change: {cell(note['change'])})"
+            else:
+                verdict, why = note["verdict"] if note["verdict"] == "equivalent" else "**gap**", cell(note["why"])
+            counts[verdict.strip("*")] += 1
+            short = name.rpartition(".")[2]
+            sections.append(f"| `{short}` | {code(what)} | {verdict} | {why} |")
+    out += ["", "## Survivors", ""]
+    if sections:
+        out.append(f"{sum(counts.values())} survivors: {counts['equivalent']} equivalent, {counts['gap']} gaps "
+                   f"(a test should kill them), {counts['untriaged']} untriaged. `mutmut show <module>.<mutant>` "
+                   "(e.g. `mutmut show finbench.sim.economics.x_settle_case__mutmut_1`) prints one as a diff.")
+        out += sections
+    else:
+        out.append("None.")
+    OUT.write_text("\n".join(out) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)}: {total['killed']} killed, {total['survived']} survived, "
+          f"{total['timeout']} timeout of {total['total']}")
+
+
+if __name__ == "__main__":
+    main()

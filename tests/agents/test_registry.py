@@ -1,0 +1,124 @@
+"""Policy references (issue 7): a user's policy as a class, an object, a factory or a label goes wherever a
+built-in one does, is cached only with a cache id, and bad ones are named."""
+import pandas as pd
+import pytest
+
+import finbench as fb
+from finbench.agents.policies import Policy
+from finbench.agents.registry import PolicyError, PolicyRef, parse_label, policy_label, resolve_policies
+from finbench.running.evaluation import evaluate
+
+SMALL = fb.make_corpus(n_tasks=40)
+
+
+class Patient(Policy):
+    """A user's policy: probe until settled, escalate at the deadline."""
+
+    name = "patient"
+
+    def act(self, obs):
+        caps = (obs.get("result") or {}).get("captures", [])
+        if any(c["status"] == "settled" for c in caps):
+            return self.call("ship")
+        if obs["t"] > 590:
+            return self.call("escalate")
+        return self.call("probe_processor")
+
+
+class Counting:
+    """A user's policy object with state: it must be copied fresh for every episode."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.calls = 0
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        self.calls += 1
+        if self.calls > 3:
+            return "write_off", {"order_id": self.order}
+        return "wait", {"order_id": self.order, "ticks": 50}
+
+
+def test_labels_round_trip():
+    for name, knobs in [("sop", {}), ("sop", {"patience": 60, "poll_interval": 15}), ("react", {"wait": 45})]:
+        assert parse_label(policy_label(name, knobs)) == (name, knobs)
+    with pytest.raises(PolicyError):
+        parse_label("sop[patience]")
+
+
+def test_user_policies_in_every_form_match_run_episode():
+    refs = resolve_policies([Patient, Counting(), "finality_gate"])
+    assert [r.label for r in refs] == ["patient", "counting", "finality_gate"]
+    df = evaluate(SMALL, [Patient, Counting(), "finality_gate"], seeds=[0, 1], cache=False)
+    for task in SMALL.tasks[:10]:
+        for seed in (0, 1):
+            row = df[(df.task_id == task.task_id) & (df.seed == seed)].set_index("policy")
+            assert row.loc["patient", "position"] == fb.run_episode(task, Patient(), seed).position
+            assert fb.run_episode(task, Patient, seed) == fb.run_episode(task, Patient(), seed)  # a class too
+            assert row.loc["counting", "position"] == fb.run_episode(task, Counting(), seed).position
+    # the stateful object was copied for every episode: each wrote off after four calls
+    counting = df[df.policy == "counting"]
+    assert len(counting) == len(SMALL) * 2
+    assert (counting.n_calls == 4).all()
+
+
+def test_user_policy_forms_are_all_accepted_with_labels():
+    factory = PolicyRef.of(lambda: Patient(), label="patient_factory")
+    df = evaluate(SMALL, [Patient, factory], seeds=[0], cache=False)
+    a, b = (df[df.policy == p].reset_index(drop=True) for p in ("patient", "patient_factory"))
+    pd.testing.assert_frame_equal(a.drop(columns="policy"), b.drop(columns="policy"))
+
+
+def test_a_user_policy_without_cache_id_is_not_cached(tmp_path, capsys):
+    evaluate(SMALL, [Patient, "sop"], seeds=[0], cache=tmp_path)
+    assert "not caching patient" in capsys.readouterr().err
+    assert not (tmp_path / "patient").exists() and (tmp_path / "sop").exists()
+    ref = PolicyRef.of(Patient, cache_id="v1")
+    first = evaluate(SMALL, [ref], seeds=[0], cache=tmp_path)
+    assert (tmp_path / "patient").exists()
+    pd.testing.assert_frame_equal(first, evaluate(SMALL, [ref], seeds=[0], cache=tmp_path))
+
+
+def test_bad_policy_objects_are_named():
+    with pytest.raises(PolicyError, match="not a policy"):
+        resolve_policies([42])
+    with pytest.raises(PolicyError, match="lacks begin"):
+        resolve_policies([lambda: 42])
+    with pytest.raises(PolicyError, match="unknown policy 'gpt'"):
+        resolve_policies(["gpt"])
+    assert [r.label for r in resolve_policies("sop")] == ["sop"]  # one name, not its characters
+
+
+def test_registered_policies_do_not_change_the_default_set():
+    from finbench.agents.registry import REGISTRY, register_policy
+
+    register_policy("patient_test", Patient)
+    try:
+        assert [r.label for r in resolve_policies(None)] == list(fb.POLICIES)
+        assert resolve_policies(["patient_test"])[0].builtin
+        with pytest.raises(PolicyError):
+            register_policy("sop", Patient)
+    finally:
+        REGISTRY.pop("patient_test")
+
+
+def test_replay_takes_labels_with_knobs():
+    from finbench.experiments import effects as E
+
+    task = SMALL.tasks[3]
+    trace = E.replay_trace(task, "sop[patience=60]", 1)
+    assert trace == list(fb.run_episode(task, fb.get_policy("sop", patience=60), 1).trace)
+
+
+def test_registered_names_work_in_worker_processes():
+    # a worker process that never imported the registering module imports it first
+    import finbench.agents.plans as P
+
+    label = fb.PolicyRef.named("plan", next(iter(P.all_plans()))).label
+    one = evaluate(SMALL, [label, "sop"], seeds=[0], n_jobs=1, cache=False)
+    two = evaluate(SMALL, [label, "sop"], seeds=[0], n_jobs=2, cache=False)
+    pd.testing.assert_frame_equal(one, two)

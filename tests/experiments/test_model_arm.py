@@ -1,0 +1,138 @@
+"""The model arm (SPEC §10): a model's episodes through the real `openai` client against the loopback
+chat-completions server of tests/agents/test_llm.py, Table V from transcripts alone, the stratified subset
+and the notebook."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import finbench as fb
+from finbench.experiments import model_arm as M
+from finbench.agents.llm import read_transcript, system_prompt
+from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    return KEY
+
+
+@pytest.fixture(scope="module")
+def run():
+    return M.subset_run(fb.PUBLIC_SEED, 30, 12, 0, seeds=[0], cache=False)
+
+
+def test_ten_plus_episodes_through_the_real_client(run, tmp_path, key, capfd):
+    srv = Loopback()
+    try:
+        rows = M.run_model(run, MODEL, srv.base_url, transcripts=tmp_path / "runs", api_key_env=KEY_ENV)
+    finally:
+        srv.close()
+    assert len(rows) == len(run.corpus) * len(run.seeds) >= 10
+    assert srv.auth == {f"Bearer {key}"}  # the key was used ...
+    # ... the scripted model decided exactly as the script run directly on FinalityEnv
+    direct = _direct(run)
+    assert {(r.task_id, r.seed): r.position for r in rows.itertuples()} == direct
+    assert len(srv.seen) == rows["n_calls"].sum() and (rows["malformed"] == 0).all()
+    # one transcript per (task, seed), keyed in its name, every request and response recorded
+    files = sorted((tmp_path / "runs" / "loopback_scripted_v1").glob("*.jsonl"))
+    assert len(files) == len(rows)
+    recs = read_transcript(files[0])
+    assert recs[0]["kind"] == "header" and recs[0]["system"] == system_prompt() and recs[-1]["kind"] == "end"
+    assert files[0].name.startswith(f"{recs[0]['task_id']}__seed0__{recs[0]['prompt_hash']}")
+    assert sum(r["kind"] == "response" for r in recs) == sum(r["kind"] == "request" for r in recs) == recs[-1]["n_calls"]
+    # Table V from the transcripts alone: no server, no request
+    replayed = M.model_episodes(run, tmp_path / "runs")
+    assert {(r.task_id, r.seed): r.position for r in replayed.itertuples()} == direct
+    t5 = M.table5(run.evaluate(), replayed).set_index("policy")
+    assert list(t5.index) == ["finality_gate", MODEL]
+    row = t5.loc[MODEL]
+    assert row.episodes == len(rows) and row.gate_episodes == len(rows)
+    assert row.exact_pct == pytest.approx(100 * replayed["exact"].mean())
+    assert row.probe_use_pct == 100.0 and row.premature_pct == pytest.approx(100 * replayed.premature_irreversible.mean())
+    assert row.gate_exact_pct == t5.loc["finality_gate", "exact_pct"]
+    claims = {c.id: c for c in M.claims(t5.reset_index())}
+    assert claims["model_exact"].verdict != "not run" and claims["model_exact"].ours == pytest.approx(row.exact_pct)
+    fb.publish(t5.reset_index(), "table5", run, to=tmp_path / "tables", bootstrap=False)
+    out = capfd.readouterr()
+    _no_key_anywhere(tmp_path, out.out, out.err)
+
+
+def test_table5_without_endpoint_or_transcripts(run, tmp_path):
+    models = M.model_episodes(run, tmp_path / "nothing")
+    assert models.empty
+    t5 = M.table5(run.evaluate(), models)
+    assert list(t5["policy"]) == ["finality_gate"]
+    claims = {c.id: c for c in M.claims(t5)}
+    assert {claims[i].verdict for i in ("model_exact", "model_gap", "model_probe_use", "model_premature")} == {"not run"}
+    assert claims["gate_subset_exact"].ours == pytest.approx(t5.loc[0, "exact_pct"])
+    assert "No model row" in M.notes(t5, run)[0]
+
+
+def test_stratified_subset_keeps_every_archetype_and_whole_pairs():
+    corpus = fb.make_corpus()
+    sub = M.stratified_subset(corpus, 60, 0)
+    assert 50 <= len(sub) <= 70
+    assert {t.archetype for t in sub.tasks} == {t.archetype for t in corpus.tasks}
+    twins = [t for t in sub.tasks if t.twin_id]
+    assert twins and len(twins) == 2 * len(sub.twin_pairs)
+    assert sub.fingerprint == M.stratified_subset(corpus, 60, 0).fingerprint
+    assert sub.fingerprint != M.stratified_subset(corpus, 60, 1).fingerprint
+
+
+def test_notebook_without_network_or_transcripts_shows_the_gate_row_and_a_note(tmp_path, monkeypatch):
+    from finbench.pipeline import ROOT, run_notebook
+    from finbench.analysis.tables import read_table
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    params = {"n_tasks": 30, "subset_size": 12, "tables_dir": str(tmp_path / "tables"),
+              "data_dir": str(tmp_path / "data"), "cache_dir": str(tmp_path / "cache")}
+    run_notebook(ROOT / "notebooks" / "03_model_arm.ipynb", params, out_dir=tmp_path / "nb")
+    t5 = read_table(tmp_path / "tables" / "table5.csv")
+    assert list(t5["policy"]) == ["finality_gate"]
+    md = (tmp_path / "tables" / "table5.md").read_text()
+    assert "**No model row: no model was run.**" in md and fb.make_corpus(n_tasks=30).fingerprint in md
+    claims = read_table(tmp_path / "tables" / "claims_model_arm.csv").set_index("id")
+    assert (claims.loc[["model_exact", "model_gap", "model_probe_use", "model_premature"], "verdict"] == "not run").all()
+    assert claims.loc["gate_subset_exact", "ours"] == pytest.approx(t5.loc[0, "exact_pct"])
+    assert not (tmp_path / "data" / "model_runs").exists()  # nothing was asked, nothing recorded
+
+
+def test_notebook_builds_table5_from_transcripts_on_disk(tmp_path, key):
+    from finbench.pipeline import ROOT, run_notebook
+    from finbench.analysis.tables import read_table
+
+    run = M.subset_run(fb.PUBLIC_SEED, 30, 12, 0, seeds=[0], cache=False)
+    srv = Loopback()
+    try:
+        M.run_model(run, MODEL, srv.base_url, transcripts=tmp_path / "data" / "model_runs", api_key_env=KEY_ENV,
+                    progress=False)
+    finally:
+        srv.close()
+    params = {"n_tasks": 30, "subset_size": 12, "tables_dir": str(tmp_path / "tables"),
+              "data_dir": str(tmp_path / "data"), "cache_dir": str(tmp_path / "cache")}
+    run_notebook(ROOT / "notebooks" / "03_model_arm.ipynb", params, out_dir=tmp_path / "nb")  # no endpoint
+    t5 = read_table(tmp_path / "tables" / "table5.csv").set_index("policy")
+    assert list(t5.index) == ["finality_gate", MODEL] and t5.loc[MODEL, "episodes"] == len(run.corpus)
+    assert "No model row" not in (tmp_path / "tables" / "table5.md").read_text()
+    _no_key_anywhere(tmp_path)
+
+
+def test_a_transcript_that_no_longer_replays_is_left_alone_and_not_a_row(run, tmp_path, key, capfd):
+    runs = tmp_path / "runs"
+    srv = Loopback()
+    try:
+        M.run_model(run, MODEL, srv.base_url, transcripts=runs, api_key_env=KEY_ENV, progress=False)
+    finally:
+        srv.close()
+    path = sorted((runs / "loopback_scripted_v1").glob("*.jsonl"))[0]
+    recs = read_transcript(path)
+    recs[-2]["body"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] = "read_bank"  # last answer
+    recs[3]["sha"] = "0" * 64  # the second request no longer matches the conversation
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    before = path.read_bytes()
+    rows = M.model_episodes(run, runs)
+    assert len(rows) == len(run.corpus) - 1 and path.name.split("__")[0] not in set(rows["task_id"])
+    assert path.read_bytes() == before and "does not replay" in capfd.readouterr().err
