@@ -11,17 +11,7 @@ import finbench as fb
 from finbench.experiments import model_arm as M
 from finbench.agents.llm import read_transcript, system_prompt
 from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere
-
-
-@pytest.fixture
-def key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, KEY)
-    return KEY
-
-
-@pytest.fixture(scope="module")
-def run():
-    return M.subset_run(fb.PUBLIC_SEED, 30, 12, 0, seeds=[0], cache=False)
+from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
 
 def test_ten_plus_episodes_through_the_real_client(run, tmp_path, key, capfd):
