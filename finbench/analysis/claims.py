@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from finbench.analysis.tables import read_table
 
@@ -160,19 +161,17 @@ def verdict_counts(claims: list[Claim]) -> dict[str, int]:
     return {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
 
 
-def from_tables(tables, claims_fn, *stems: str) -> list[Claim]:
-    """`claims_fn` applied to the tables `<tables>/<stem>.csv` as written: how an experiment's claims
-    are recomputed from the files under tables/ (what the claims report reads, never a typed value).
+def from_tables(tables, claims_fn, stems) -> list[Claim]:
+    """`claims_fn` applied to the tables `<tables>/<stem>.csv` as written, as a dict stem -> table:
+    how an experiment's claims are recomputed from the files under tables/ (what the claims
+    report reads, never a typed value).
 
     Raises:
         FileNotFoundError: a table is missing, naming it.
     """
-    from pathlib import Path
-
-
     folder = Path(tables)
-    paths = [folder / f"{s}.csv" for s in stems]
-    missing = [str(p) for p in paths if not p.is_file()]
+    paths = {s: folder / f"{s}.csv" for s in stems}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"claims: no table {', '.join(missing)}; run its notebook first")
-    return claims_fn(*(read_table(p) for p in paths))
+    return claims_fn({s: read_table(p) for s, p in paths.items()})

@@ -4,11 +4,18 @@
     publish(fig, "figure1", run, to=figures_dir)
     publish(claims, "headline", run, to=tables_dir)      # -> tables/claims_headline.{csv,md}
 
+An experiment module has one shape (`finbench.experiments`): `episodes(run)` ->
+`tables(rows, run)` -> `claims(tables)` -> `figures(rows, run, tables)`, with
+`TABLES` naming its tables and `PUBLISH` saying how each is written
+(`TableSpec`); `publish_experiment` writes all of it.
+
 No stamp is typed by hand: tables print `run.stamp()` (corpus fingerprint,
 seeds, profile, costs, ...) and figures `run.caption()`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from finbench.analysis.claims import Claim, claims_frame, claims_markdown, verdict_counts
@@ -54,3 +61,51 @@ def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | N
         return write_table(obj, stem, run.stamp(bootstrap, **extra), to or "tables", title=title,
                            floatfmt=floatfmt, notes=notes, markdown=markdown)
     raise TypeError(f"publish: cannot write a {type(obj).__name__}; give a DataFrame, a Figure or a list of Claims")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """How an experiment writes one of its tables (see `publish`).
+
+    Attributes:
+        title: the Markdown title.
+        markdown: the human rendering, from the experiment's tables (None: the table itself).
+        notes: Markdown lines under the table, from the experiment's tables and claims.
+        floatfmt: number format of the Markdown rendering.
+        bootstrap: whether the stamp names the bootstrap.
+        meta: extra stamp entries, from the run.
+    """
+
+    title: str | None = None
+    markdown: Callable | None = None
+    notes: Callable | None = None
+    floatfmt: str = ".2f"
+    bootstrap: bool = True
+    meta: Callable | None = None
+
+
+def publish_experiment(experiment, run, tables: dict, claims: list, figures: dict | None = None, *,
+                       tables_dir: str | Path = "tables", figures_dir: str | Path = "figures",
+                       caption_extra: dict | None = None) -> list[Path]:
+    """Write an experiment's tables (as its `PUBLISH` says), its claims and its figures, stamped by `run`.
+
+    Args:
+        experiment: the experiment module (its `NAME`, `TABLES`, `PUBLISH`).
+        tables: `experiment.tables(...)`; claims: `experiment.claims(tables)`;
+        figures: `experiment.figures(...)`, stem -> figure.
+        caption_extra: a line under a figure's caption, by stem.
+
+    Returns:
+        Every path written.
+    """
+    paths: list[Path] = []
+    for stem in experiment.TABLES:
+        spec = experiment.PUBLISH.get(stem, TableSpec())
+        paths += publish(tables[stem], stem, run, to=tables_dir, title=spec.title,
+                         markdown=spec.markdown(tables) if spec.markdown else None,
+                         notes=spec.notes(tables, claims) if spec.notes else None, floatfmt=spec.floatfmt,
+                         bootstrap=spec.bootstrap, meta=spec.meta(run) if spec.meta else None)
+    paths += publish(claims, experiment.NAME, run, to=tables_dir)
+    for stem, fig in (figures or {}).items():
+        paths += publish(fig, stem, run, to=figures_dir, caption_extra=(caption_extra or {}).get(stem, ""))
+    return paths

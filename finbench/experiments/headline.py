@@ -1,10 +1,13 @@
 """Headline results: Table II, Table III (with the gap by archetype), Figure 1, and their claims (SPEC §10).
 
-Notebook `01_headline`:
+Notebook `01_headline`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
-    df = run.evaluate()
-    t2 = headline.table2(df, run)
+    rows = headline.episodes(run)
+    tables = headline.tables(rows, run)                  # table2, table3, table3_gap
+    claims = headline.claims(tables)
+    figures = headline.figures(rows, run, tables)        # figure1, figure1_passk
+    publish_experiment(headline, run, tables, claims, figures)
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import pandas as pd
 
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.publish import TableSpec
 from finbench.agents.policies import UNGATED
 from finbench.agents.registry import policy_order
 
@@ -20,8 +24,20 @@ ORACLE = "finality_oracle"
 NAME = "headline"
 SECTION = "Headline: Tables II and III, Figure 1"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
-__all__ = ["claims", "claims_from_tables", "claims_notes", "figure1", "table2", "table2_markdown", "table3",
-           "table3_gap"]
+TABLES = ("table2", "table3", "table3_gap")
+"""The tables this experiment writes and its claims read, by stem."""
+__all__ = ["PUBLISH", "TABLES", "claims", "claims_from_tables", "claims_notes", "episodes", "figure1", "figures",
+           "table2", "table2_markdown", "table3", "table3_gap", "tables"]
+
+
+def episodes(run):
+    """The episode rows: the run's policies over its corpus and seeds."""
+    return run.evaluate()
+
+
+def tables(rows: pd.DataFrame, run=None) -> dict[str, pd.DataFrame]:
+    """Table II, Table III and the gap by archetype, by stem (`TABLES`)."""
+    return {"table2": table2(rows, run), "table3": table3(rows), "table3_gap": table3_gap(rows)}
 
 
 def table2(df: pd.DataFrame, run=None) -> pd.DataFrame:
@@ -94,8 +110,9 @@ def table3_gap(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # About 70 lines on purpose: one record per claim of the section, in the paper's order.
-def claims(t2: pd.DataFrame, t3: pd.DataFrame, t3_gap: pd.DataFrame) -> list:
+def claims(tables: dict[str, pd.DataFrame]) -> list:
     """The paper's claims about Tables II and III, each beside ours computed from the tables."""
+    t2, t3, t3_gap = (tables[stem] for stem in TABLES)
     k = _k(t2)
     pk = f"pass{k}_pct"
     t = t2.set_index("policy")
@@ -180,6 +197,21 @@ def figure1(df: pd.DataFrame, run):
     return plot_exact_vs_pass5(s, y=f"pass^{k}"), plot_pass_k_curve(curve)
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
-    return from_tables(tables, claims, "table2", "table3", "table3_gap")
+def figures(rows: pd.DataFrame, run, tables: dict | None = None) -> dict:
+    """Figure 1 (exact vs pass^k) and the pass^k curve, by stem."""
+    exact_vs_passk, curve = figure1(rows, run)
+    return {"figure1": exact_vs_passk, "figure1_passk": curve}
+
+
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `folder` (what the claims report reads)."""
+    return from_tables(folder, claims, TABLES)
+
+
+PUBLISH = {
+    "table2": TableSpec("Table II: headline results", markdown=lambda t: table2_markdown(t["table2"]),
+                        notes=lambda t, claims: claims_notes(claims)),
+    "table3": TableSpec("Table III: exact % by archetype x policy", floatfmt=".1f"),
+    "table3_gap": TableSpec("Mean gap $ by archetype x policy"),
+}
+"""How each table is written (`publish_experiment`)."""
