@@ -92,9 +92,9 @@ def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
     assert model["res"].policy and len(list((user / "data" / "model_runs").rglob("*.jsonl"))) >= 61
     assert grade["verdict"].verdict == "pass" and "pass () all six checks pass" in out  # trace_a, as printed
     assert len(dask["df"]) == 14_445
-    assert len(layer["df"]) == 14_445
+    assert len(layer["rows"]) == 14_445 and set(layer["tables"]) == {"table2", "table3", "table3_gap"}
     claims = read_table(user / "tables" / "claims_headline.csv").set_index("id")
-    gate_exact = layer["t2"].set_index("policy").loc["finality_gate", "exact_pct"]
+    gate_exact = layer["tables"]["table2"].set_index("policy").loc["finality_gate", "exact_pct"]
     assert claims.loc["gate_exact", "ours"] == pytest.approx(gate_exact)  # the claims of the table just published
 
 

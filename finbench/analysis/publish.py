@@ -86,26 +86,35 @@ class TableSpec:
 
 def publish_experiment(experiment, run, tables: dict, claims: list, figures: dict | None = None, *,
                        tables_dir: str | Path = "tables", figures_dir: str | Path = "figures",
-                       caption_extra: dict | None = None) -> list[Path]:
+                       caption_extra: dict | None = None, meta: dict | None = None) -> list[Path]:
     """Write an experiment's tables (as its `PUBLISH` says), its claims and its figures, stamped by `run`.
 
     Args:
-        experiment: the experiment module (its `NAME`, `TABLES`, `PUBLISH`).
-        tables: `experiment.tables(...)`; claims: `experiment.claims(tables)`;
+        experiment: the experiment module (its `NAME`, `TABLES`, `PUBLISH`, and `CLAIMS`, a
+            `TableSpec` for its claims file, if it is stamped otherwise than by default).
+        tables: `experiment.tables(...)`; claims: `experiment.claims(tables)` (none: no claims file);
         figures: `experiment.figures(...)`, stem -> figure.
         caption_extra: a line under a figure's caption, by stem.
+        meta: stamp entries of every table and the claims beyond the run's own, before each spec's:
+            what decides the result that the `Run` does not hold (a sample's seed, the regenerated
+            splits, the tuned configuration).
 
     Returns:
         Every path written.
     """
+    def stamp(spec: TableSpec) -> dict:
+        return {**(meta or {}), **(spec.meta(run) if spec.meta else {})}
+
     paths: list[Path] = []
     for stem in experiment.TABLES:
         spec = experiment.PUBLISH.get(stem, TableSpec())
         paths += publish(tables[stem], stem, run, to=tables_dir, title=spec.title,
                          markdown=spec.markdown(tables) if spec.markdown else None,
                          notes=spec.notes(tables, claims) if spec.notes else None, floatfmt=spec.floatfmt,
-                         bootstrap=spec.bootstrap, meta=spec.meta(run) if spec.meta else None)
-    paths += publish(claims, experiment.NAME, run, to=tables_dir)
+                         bootstrap=spec.bootstrap, meta=stamp(spec))
+    if claims:
+        spec = getattr(experiment, "CLAIMS", TableSpec())
+        paths += publish(claims, experiment.NAME, run, to=tables_dir, bootstrap=spec.bootstrap, meta=stamp(spec))
     for stem, fig in (figures or {}).items():
         paths += publish(fig, stem, run, to=figures_dir, caption_extra=(caption_extra or {}).get(stem, ""))
     return paths

@@ -1,9 +1,19 @@
 """One module per experiment, named like its notebook (`01_headline` -> `headline`).
 
-Each module turns episode rows from a `Run` into the experiment's tables,
-figures and claims records; the notebook is parameters, a run, these calls,
-and `publish`. An experiment module never imports another: what two share
-lives a layer down (`metrics`, `policy_refs`, `plotting`, `claims`).
+Every module has one shape, so a reader (or `splits.across`, or the claims
+report) can drive any of them alike:
+
+    rows = experiment.episodes(run)              # the episode rows of a `Run`
+    tables = experiment.tables(rows, run)        # stem -> DataFrame, the stems in `TABLES`
+    claims = experiment.claims(tables)           # the paper's claims beside ours
+    figures = experiment.figures(rows, run, tables)   # stem -> Figure
+    publish_experiment(experiment, run, tables, claims, figures)   # as `PUBLISH` says
+
+and `claims_from_tables(folder)` recomputes `claims` from the tables as written.
+The notebook is parameters, a run and these calls. An experiment module never
+imports another: what two share lives a layer down (`analysis.metrics`,
+`agents.registry`, `analysis.plotting`, `analysis.claims`). `claims` (the
+`99_claims` report) and `splits` read the others through this shape.
 
 - `headline`: Table II, Table III (+ gap by archetype), Figure 1.
 - `model_arm`: Table V, language-model agents through the tool schemas (`finbench.agents.llm`).
@@ -15,4 +25,5 @@ lives a layer down (`metrics`, `policy_refs`, `plotting`, `claims`).
 - `splits`: the headline and its claims across regenerated corpora (`finbench.sim.splitseeds`).
 - `effects`: the effect-level checks per policy.
 - `probe_arms`: Table VIII, every policy (and the `reconciler`) under five probe modes.
+- `claims`: every experiment's claims in one report (notebook `99_claims`).
 """

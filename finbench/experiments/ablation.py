@@ -1,10 +1,13 @@
 """The fault ablation: Table VI, Figure 3, what each family changes, and the 2x2 of loss and delay (SPEC §10).
 
-Notebook `04_ablation`:
+Notebook `04_ablation`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), policies=ablation.POLICIES, ...)
-    df = ablation.episodes(run)          # every arm, one sweep: the same tasks and seeds in each
-    t6 = ablation.table6(df, run)
+    rows = ablation.episodes(run)        # every arm, one sweep: the same tasks and seeds in each
+    tables = ablation.tables(rows, run)  # table6, table6_firings, table6_families, interaction
+    claims = ablation.claims(tables)
+    figures = ablation.figures(rows, run, tables)        # figure3
+    publish_experiment(ablation, run, tables, claims, figures)
 
 Arms: all, none, `only(f)` and `without(f)` for each of the six families (14),
 and loss+delay for the 2x2. Every arm runs the same tasks and seeds, and fault
@@ -21,6 +24,7 @@ import pandas as pd
 from finbench.sim import constants as C
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.publish import TableSpec
 from finbench.sim.faults import FaultProfile
 from finbench.agents.policies import UNGATED
 from finbench.agents.registry import DEFAULT_POLICIES, policy_order
@@ -35,6 +39,8 @@ POLICIES = (*DEFAULT_POLICIES, SOP_REFUND)
 """SPEC's nine and the procedure with the other fallback."""
 FAMILIES = C.FAMILIES
 KEYS = ["policy", "task_id", "seed"]
+TABLES = ("table6", "table6_firings", "table6_families", "interaction")
+"""The tables this experiment writes and its claims read, by stem."""
 
 
 def arms() -> dict[str, FaultProfile]:
@@ -53,6 +59,12 @@ LOSS, DELAY, BOTH = "only:loss", "only:delay", FaultProfile.only("loss", "delay"
 def episodes(run) -> pd.DataFrame:
     """Every arm's episodes under `run` (its profile replaced), with an `arm` column first."""
     return sweep(run, {"profile": list(arms().values())}).rename(columns={"profile": "arm"})
+
+
+def tables(rows: pd.DataFrame, run) -> dict[str, pd.DataFrame]:
+    """Table VI, the firings, what each family changes and the 2x2, by stem (`TABLES`)."""
+    return {"table6": table6(rows, run), "table6_firings": firings(rows), "table6_families": families(rows, run),
+            "interaction": interaction(rows, run)}
 
 
 def _wide(df: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -230,8 +242,9 @@ def notes(fr: pd.DataFrame, fam: pd.DataFrame, inter: pd.DataFrame) -> list[str]
 
 
 # About 60 lines on purpose: one record per claim of the section, in the paper's order.
-def claims(fr: pd.DataFrame, t6: pd.DataFrame, fam: pd.DataFrame, inter: pd.DataFrame) -> list:
-    """The paper's claims about the ablation, computed from the four tables."""
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The paper's claims about the ablation, computed from the four tables (`TABLES`)."""
+    t6, fr, fam, inter = (tables[stem] for stem in TABLES)
     out = []
     allrow = fr.set_index("arm").loc[ALL]
 
@@ -318,6 +331,26 @@ def figure3(fam: pd.DataFrame):
     return fig
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
-    return from_tables(tables, claims, "table6_firings", "table6", "table6_families", "interaction")
+def figures(rows: pd.DataFrame, run, tables: dict | None = None) -> dict:
+    """Figure 3 (what each family costs each policy), by stem; the families table from `tables` if given."""
+    fam = tables["table6_families"] if tables else families(rows, run)
+    return {"figure3": figure3(fam)}
+
+
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `folder` (what the claims report reads)."""
+    return from_tables(folder, claims, TABLES)
+
+
+PUBLISH = {
+    "table6": TableSpec("Table VI: mean gap $ per fault arm and policy",
+                        markdown=lambda t: table6_markdown(t["table6"]), notes=lambda t, claims: claims_notes(claims),
+                        meta=lambda run: {"arms": len(arms())}),
+    "table6_firings": TableSpec("Firings per episode of each family, per arm", bootstrap=False),
+    "table6_families": TableSpec("What each family costs and changes, per policy",
+                                 markdown=lambda t: families_markdown(t["table6_families"]),
+                                 notes=lambda t, claims: notes(t["table6_firings"], t["table6_families"],
+                                                               t["interaction"])),
+    "interaction": TableSpec("The 2x2 of loss and delay", markdown=lambda t: interaction_markdown(t["interaction"])),
+}
+"""How each table is written (`publish_experiment`)."""

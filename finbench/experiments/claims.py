@@ -8,9 +8,9 @@ regenerated corpora each claim holds, `tables/splits_claims.csv`) are folded in
 as columns beside the claims they count; its own records are those counts'
 majority verdicts, so they are not repeated as rows.
 
-    rows = report.collect("tables")          # one row per claim, in the paper's order
-    report.stale("tables")                   # experiments whose claims_<name>.csv no longer matches its tables
-    fig = report.figure(rows)                # verdicts per section
+    rows = claims.collect("tables")          # one row per claim, in the paper's order
+    claims.stale("tables")                   # experiments whose claims_<name>.csv no longer matches its tables
+    fig = claims.figure(rows)                # verdicts per section
 
 This module reads every experiment's tables; it is the one place that imports
 the experiment modules (they never import each other).
@@ -161,7 +161,7 @@ def notes(rows: pd.DataFrame, stale_files: list[str] | None = None) -> list[str]
         f"{len(rows)} claims: " + ", ".join(f"{k} {v}" for v, k in total.items()) + ".",
         "",
         "Every 'ours' is recomputed here from the tables named in 'source' by the experiment's own `claims` "
-        "(`claims_from_tables`); the verdict rules are in `finbench/claims.py` (reproduced: inside the paper's "
+        "(`claims_from_tables`); the verdict rules are in `finbench/analysis/claims.py` (reproduced: inside the paper's "
         "interval or the claim's stated tolerance; same direction: outside it, but the comparison or sign the "
         "claim is about holds; differs: neither; not run: the table behind it has no such row).",
         "",

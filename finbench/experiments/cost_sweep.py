@@ -1,9 +1,15 @@
 """The cost sweep: does the ordering survive the constants that decide what is expensive? (SPEC §10)
 
-Notebook `06_cost_sweep`:
+Notebook `06_cost_sweep`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), ...)
-    table = cost_sweep.sweep_costs(run)       # 45 configurations, re-priced, not re-simulated
+    rows = cost_sweep.episodes(run)           # 45 configurations' mean gaps, re-priced, not re-simulated
+    tables = cost_sweep.tables(rows, run)     # cost_sweep: the orderings beside the gaps
+    claims = cost_sweep.claims(tables)
+    figures = cost_sweep.figures(rows, run, tables)      # cost_sweep
+    publish_experiment(cost_sweep, run, tables, claims, figures)
+
+(`sweep_costs(run)` is the table in one call.)
 
 Forty-five configurations: cogs_rate {0.4, 0.5, 0.6, 0.7, 0.8} x dispute_fee
 {15, 25, 50} x escalation_cost {10, 18, 36}. No policy sees a price, so the
@@ -18,6 +24,7 @@ import pandas as pd
 
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import from_tables, numeric, qualitative
+from finbench.analysis.publish import TableSpec
 from finbench.sim.economics import Costs
 from finbench.agents.policies import UNGATED
 from finbench.agents.registry import policy_order
@@ -30,6 +37,8 @@ GATE = "finality_gate"
 COGS_RATES = (0.4, 0.5, 0.6, 0.7, 0.8)
 DISPUTE_FEES = (15.0, 25.0, 50.0)
 ESCALATION_COSTS = (10.0, 18.0, 36.0)
+TABLES = ("cost_sweep",)
+"""The tables this experiment writes and its claims read, by stem."""
 
 
 def configurations() -> list[Costs]:
@@ -45,12 +54,31 @@ def _gaps(run, df: pd.DataFrame) -> pd.DataFrame:
                           "escalation_cost": c.escalation_cost, **gap.to_dict()}])
 
 
+def episodes(run) -> pd.DataFrame:
+    """One row per configuration (`configurations`): its three constants and each policy's mean gap,
+    re-priced from the run's episodes."""
+    run.evaluate()  # simulate (or load) once at the run's own costs; every configuration re-prices these
+    return sweep(run, {"costs": configurations()}, _gaps).drop(columns="costs")
+
+
+def tables(rows: pd.DataFrame, run=None) -> dict[str, pd.DataFrame]:
+    """The sweep's table (`orderings` of `episodes`' rows), by stem (`TABLES`)."""
+    return {"cost_sweep": orderings(rows)}
+
+
 def sweep_costs(run) -> pd.DataFrame:
+    """The sweep's table in one call: `orderings(episodes(run))`."""
+    return orderings(episodes(run))
+
+
+def orderings(wide: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: each policy's mean gap, the full ordering (best first, ties by
     name), whether it equals the default's, whether the gate is ahead of every ungated policy, and
-    by how much (the smallest ungated mean gap minus the gate's)."""
-    run.evaluate()  # simulate (or load) once at the run's own costs; every configuration re-prices these
-    wide = sweep(run, {"costs": configurations()}, _gaps).drop(columns="costs")
+    by how much (the smallest ungated mean gap minus the gate's).
+
+    Args:
+        wide: `episodes`' rows (the three constants and one mean gap column per policy).
+    """
     policies = [c for c in wide.columns if c not in ("cogs_rate", "dispute_fee", "escalation_cost")]
     default = _ordering(wide[(wide.cogs_rate == 0.6) & (wide.dispute_fee == 25) & (wide.escalation_cost == 18)]
                         .iloc[0][policies])
@@ -114,8 +142,9 @@ def notes(table: pd.DataFrame, sw: pd.DataFrame) -> list[str]:
     return lines
 
 
-def claims(table: pd.DataFrame) -> list:
-    """The paper's two claims about the sweep, computed from the table."""
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The paper's two claims about the sweep, computed from the table (`tables["cost_sweep"]`)."""
+    table = tables["cost_sweep"]
     n = len(table)
     same = int(table.same_as_default.sum())
     out = [numeric(NAME, "ordering_stable", f"configurations (of {n}) whose full nine-policy ordering equals the "
@@ -154,6 +183,23 @@ def figure(table: pd.DataFrame):
     return fig
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
-    return from_tables(tables, claims, "cost_sweep")
+def figures(rows: pd.DataFrame, run=None, tables: dict | None = None) -> dict:
+    """Each policy's rank in each configuration, by stem; the table from `tables` if given."""
+    table = tables["cost_sweep"] if tables else orderings(rows)
+    return {"cost_sweep": figure(table)}
+
+
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `folder` (what the claims report reads)."""
+    return from_tables(folder, claims, TABLES)
+
+
+PUBLISH = {
+    "cost_sweep": TableSpec("The cost sweep: 45 configurations, mean gap $ per policy",
+                            markdown=lambda t: markdown(t["cost_sweep"]),
+                            notes=lambda t, claims: notes(t["cost_sweep"], swaps(t["cost_sweep"])), bootstrap=False,
+                            meta=lambda run: {"configurations": len(configurations())}),
+}
+"""How each table is written (`publish_experiment`)."""
+CLAIMS = TableSpec(bootstrap=False)
+"""How the claims file is stamped (`publish_experiment`): no bootstrap lies behind these claims."""

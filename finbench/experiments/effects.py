@@ -12,6 +12,18 @@ replacement would both fail, the payment is lost for good and zero captures
 is the right outcome, yet `exactly_one_effect` fails, for the oracle too. The
 table therefore splits zero captures by whether the payment was recoverable,
 and keeps both apart from capturing twice.
+
+Notebook `08_effects`, in the shape every experiment shares:
+
+    rows = effects.episodes(run)                     # the headline's episodes, shared through the cache
+    tables = effects.tables(rows, run)               # effects
+    claims = effects.claims(tables)                  # none: the paper makes no claim about this table
+    figures = effects.figures(rows, run, tables)     # none
+    publish_experiment(effects, run, tables, claims, figures)
+
+It has no `claims_from_tables`: with no claims it writes no claims file and the
+claims report does not read it. The notebook also writes one episode's trace
+(`write_example`) to `data/traces`.
 """
 from __future__ import annotations
 
@@ -20,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from finbench.analysis.publish import TableSpec
 from finbench.sim import constants as C
 from finbench.grading import CHECKS
 from finbench.agents.registry import as_ref, policy_order
@@ -27,6 +40,9 @@ from finbench.running.episode import run_episode
 from finbench.grading import grade_trace
 from finbench.running.episode import episode_contract
 
+NAME = "effects"
+TABLES = ("effects",)
+"""The tables this experiment writes, by stem."""
 VERDICTS = ("pass", "violation", "unscorable")
 CONTRACT = "capture the order value once, after authorisation, touch no other order"
 """The benchmark's own contract, in words (`trace.episode_contract`)."""
@@ -45,6 +61,26 @@ CHECK_LABELS = {
 def payment_lost(task) -> bool:
     """True if no capture of this order can settle: the original fails and so would a replacement."""
     return task.outcome == "failed" and task.retry_outcome != "settled"
+
+
+def episodes(run) -> pd.DataFrame:
+    """The episode rows: the run's policies over its corpus and seeds (each with its effect-level verdict)."""
+    return run.evaluate()
+
+
+def tables(rows: pd.DataFrame, run) -> dict[str, pd.DataFrame]:
+    """The effects table, zero captures split by whether the payment was lost (`run.corpus`), by stem (`TABLES`)."""
+    return {"effects": effects_table(rows, run.corpus)}
+
+
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """None: the paper makes no claim about the effects table (so no claims file is written)."""
+    return []
+
+
+def figures(rows: pd.DataFrame, run, tables: dict | None = None) -> dict:
+    """None: the effects table has no figure."""
+    return {}
 
 
 def effects_table(df: pd.DataFrame, corpus=None) -> pd.DataFrame:
@@ -220,3 +256,12 @@ def write_example(df: pd.DataFrame, run, path: str | Path) -> dict:
     command = (f"python -m finbench grade {path} --order {task.order_id} --amount {task.order_value} "
                f"--op capture  # {row.policy} on {row.task_id} seed {row.seed}: {verdict.verdict}")
     return {"path": path, "row": row, "verdict": verdict, "command": command}
+
+
+PUBLISH = {
+    "effects": TableSpec("Effects: the six checks and the verdicts per policy",
+                         markdown=lambda t: effects_markdown(t["effects"]),
+                         notes=lambda t, claims: effects_notes(t["effects"]), floatfmt=".1f", bootstrap=False,
+                         meta=lambda run: {"contract": CONTRACT}),
+}
+"""How each table is written (`publish_experiment`)."""

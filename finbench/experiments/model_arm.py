@@ -5,14 +5,15 @@ the corpus (every archetype, whole twin pairs, a fixed seed), and
 `finality_gate` is recomputed on exactly the episodes each model played: its
 full-corpus figure comes from a different, harder task set.
 
-Notebook `03_model_arm`:
+Notebook `03_model_arm`, in the shape every experiment shares:
 
     run = model_arm.subset_run(master_seed, n_tasks, subset_size, subset_seed, seeds=range(n_seeds))
-    if model and base_url:
-        model_arm.run_model(run, model, base_url, transcripts=..., api_key_env=...)   # resumable
-    models = model_arm.model_episodes(run, transcripts)     # every finished transcript on disk, replayed
-    t5 = model_arm.table5(run.evaluate(), models)
-    publish(t5, "table5", run, markdown=model_arm.table5_markdown(t5), notes=model_arm.notes(t5, ...))
+    rows = model_arm.episodes(run, transcripts, model, base_url)   # plays the model first if given (resumable)
+    tables = model_arm.tables(rows, run)                          # table5; beside it, what its notes read
+    claims = model_arm.claims(tables)
+    figures = model_arm.figures(rows, run, tables)                # none
+    publish_experiment(model_arm, run, tables, claims, figures,
+                       meta=model_arm.meta(tables, master_seed, n_tasks, subset_size, subset_seed))
 
 No model row is ever made up: a model appears only with episodes replayed from
 its transcripts; with none, Table V is the gate's row and a note saying so.
@@ -27,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric
+from finbench.analysis.publish import TableSpec
 from finbench.sim.corpus import Corpus
 from finbench.agents.llm import ModelAgent, ModelUnavailable, read_transcript
 from finbench.agents.registry import PolicyRef
@@ -38,9 +40,12 @@ NAME = "model_arm"
 SECTION = "The model arm: Table V"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 SOURCE = "tables/table5.csv"
+TABLES = ("table5",)
+"""The tables this experiment writes and its claims read, by stem."""
 ZERO_GAP = 0.005  # the exactness tolerance of a single episode (EpisodeResult.exact)
-__all__ = ["claims", "claims_from_tables", "model_episodes", "notes", "run_model", "stratified_subset", "subset_run",
-           "table5", "table5_markdown"]
+__all__ = ["CLAIMS", "PUBLISH", "TABLES", "claims", "claims_from_tables", "episodes", "figures", "meta",
+           "model_episodes", "notes", "run_model", "stratified_subset", "subset_run", "table5", "table5_markdown",
+           "tables"]
 
 
 # --- the subset -------------------------------------------------------------------------
@@ -168,6 +173,28 @@ def model_episodes(run: Run, transcripts: str | Path = "data/model_runs", models
     return pd.concat(frames, ignore_index=True)
 
 
+def episodes(run: Run, transcripts: str | Path = "data/model_runs", model: str = "", base_url: str = "",
+             api_key_env: str = "OPENAI_API_KEY") -> dict:
+    """The gate's episodes on the subset and every model's replayed from its transcripts on disk, after
+    playing `model` at `base_url` if both are given (`run_model`, resumable): {"gate": rows, "models":
+    rows (`model_episodes`, maybe empty), "endpoint": whether a model was asked (the notes say so)}."""
+    endpoint = bool(model and base_url)
+    if endpoint:
+        run_model(run, model, base_url, transcripts=transcripts, api_key_env=api_key_env)
+    return {"gate": run.evaluate(), "models": model_episodes(run, transcripts), "endpoint": endpoint}
+
+
+def tables(rows: dict, run: Run) -> dict:
+    """Table V by stem (`TABLES`) and, beside it, what its notes read that it does not hold: the subset's
+    `run` and whether an `endpoint` was asked."""
+    return {"table5": table5(rows["gate"], rows["models"]), "run": run, "endpoint": rows["endpoint"]}
+
+
+def figures(rows: dict, run: Run, tables: dict | None = None) -> dict:
+    """None: Table V has no figure."""
+    return {}
+
+
 # --- Table V ----------------------------------------------------------------------------
 
 def _summary(rows: pd.DataFrame) -> dict:
@@ -247,11 +274,21 @@ def notes(t5: pd.DataFrame, run: Run, claims_list: list | None = None, *, endpoi
     return lines + (claims_notes(claims_list) if claims_list else [])
 
 
-def claims(t5: pd.DataFrame) -> list:
-    """The paper's model-arm numbers beside ours; the model claims are "not run" without a model row.
+def meta(tables: dict, master_seed: int, n_tasks: int, size: int, subset_seed: int) -> dict:
+    """The stamp entries Table V and its claims add to the subset run's own: the corpus the subset is
+    drawn from (`subset_run`'s arguments) and the models with a row."""
+    models = ", ".join(tables["table5"].policy[1:]) or "none"
+    return {"source_corpus": corpus_for(master_seed, n_tasks).fingerprint, "source_tasks": n_tasks,
+            "subset_size": size, "subset_seed": subset_seed, "models": models}
+
+
+def claims(tables: dict) -> list:
+    """The paper's model-arm numbers beside ours (from `tables["table5"]`); the model claims are "not run"
+    without a model row.
 
     With several models, the model claims are read on their episodes pooled (the paper's
     probe-use and premature figures are over every evaluated model)."""
+    t5 = tables["table5"]
     t = t5.set_index("policy")
     gate = t.loc[GATE]
     m = t5[t5["kind"] == "model"]
@@ -289,6 +326,16 @@ def claims(t5: pd.DataFrame) -> list:
     return out
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
-    return from_tables(tables, claims, "table5")
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `folder` (what the claims report reads)."""
+    return from_tables(folder, claims, TABLES)
+
+
+PUBLISH = {
+    "table5": TableSpec("Table V: the model arm", markdown=lambda t: table5_markdown(t["table5"]),
+                        notes=lambda t, claims: notes(t["table5"], t["run"], claims, endpoint=t["endpoint"]),
+                        bootstrap=False),
+}
+"""How each table is written (`publish_experiment`; its stamp entries are `meta`'s)."""
+CLAIMS = TableSpec(bootstrap=False)
+"""How the claims are written: no bootstrap lies behind them, so their stamp names none."""

@@ -9,13 +9,15 @@ than half a cent (gap < -0.005, SPEC §5's tolerance). After its two fixes the
 paper finds it beaten on 2 of 40 tasks, both `late_chargeback`: a correct
 decision punished by a chargeback that had not happened when it was made.
 
-Notebook `07_plan_search`:
+Notebook `07_plan_search`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=[0], policies=["finality_oracle"], n_jobs=n_jobs, cache=cache_dir)
-    tasks = plan_search.sample_tasks(run.corpus, n_sample, sample_seed)
-    table = plan_search.search(run, tasks)
-    prem = plan_search.premature(run.evaluate())
-    publish(table, "plan_search", run, meta=plan_search.meta(tasks, sample_seed, prem), ...)
+    rows = plan_search.episodes(run, n_sample, sample_seed)   # the search over a stratified sample
+    tables = plan_search.tables(rows, run)                    # plan_search; beside it, "premature"
+    claims = plan_search.claims(tables)
+    figures = plan_search.figures(rows, run, tables)          # none
+    publish_experiment(plan_search, run, tables, claims, figures,
+                       meta=plan_search.meta(run, tables, sample_seed))
 
 One seed is enough: a plan reads nothing, so its calls are fixed before the
 episode starts, and faults only perturb deliveries to the replicas. Its
@@ -27,12 +29,14 @@ environment, economics and grading.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from finbench.sim import constants as C
 from finbench.analysis.claims import Claim, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.publish import TableSpec
 from finbench.sim.corpus import Corpus
 from finbench.errors import bad, check_int
 from finbench.sim.faults import FaultProfile
@@ -47,6 +51,8 @@ NAME = "plan_search"
 SECTION = "The plan search: is the reference beaten?"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 SOURCE = "tables/plan_search.csv"
+TABLES = ("plan_search",)
+"""The tables this experiment writes and its claims read, by stem."""
 ORACLE = "finality_oracle"
 BEATEN_TOL = 0.005
 """A plan beats the reference when its position is higher by more than this (SPEC §5's `exact` tolerance)."""
@@ -63,7 +69,21 @@ COLUMNS = ("task_id", "archetype", "twin_side", "order_value", "outcome", "refer
            "best_position", "gap", "margin", "beaten", "n_beating", "double_charge", "double_charge_gain",
            "plans")
 
-__all__ = ["beaten", "claims", "claims_from_tables", "markdown", "meta", "notes", "premature", "sample_tasks", "search"]
+__all__ = ["CLAIMS", "PUBLISH", "TABLES", "beaten", "claims", "claims_from_tables", "episodes", "figures", "markdown",
+           "meta", "notes", "premature", "read_premature", "sample_tasks", "search", "tables"]
+
+
+def episodes(run, n: int = N_SAMPLE, seed: int = SAMPLE_SEED) -> pd.DataFrame:
+    """The search's rows: every plan on a stratified sample of `n` tasks of the run's corpus
+    (`search(run, sample_tasks(run.corpus, n, seed))`), one row per task."""
+    return search(run, sample_tasks(run.corpus, n, seed))
+
+
+def tables(rows: pd.DataFrame, run) -> dict:
+    """The plan-search table by stem (`TABLES`) and, under "premature", the reference's premature rate
+    over the run's full corpus (`premature`): the claims and the notes read it, and the table's stamp
+    carries it (`meta`), so `claims_from_tables` reads it back from there (`read_premature`)."""
+    return {"plan_search": rows, "premature": premature(run.evaluate())}
 
 
 # --- the sample --------------------------------------------------------------------------
@@ -264,10 +284,12 @@ def premature(rows: pd.DataFrame, policy: str = ORACLE) -> dict:
     return {"premature": k, "episodes": n, "pct": 100.0 * k / n}
 
 
-def meta(tasks, sample_seed: int, prem: dict) -> dict:
-    """The stamp entries the plan-search table adds to the run's own (which names the full corpus
-    and the seed the plans were played under): the sample, the plans, the reference's premature rate."""
-    return {"sample": len(tasks), "sample_seed": sample_seed, "sample_fingerprint": Corpus(tuple(tasks)).fingerprint,
+def meta(run, tables: dict, sample_seed: int) -> dict:
+    """The stamp entries the plan-search table and its claims add to the run's own (which names the full
+    corpus and the seed the plans were played under): the sample (its tasks are the table's, drawn with
+    `sample_seed`), the plans, the reference's premature rate (`tables["premature"]`)."""
+    tasks, prem = tuple(run.corpus[i] for i in tables["plan_search"]["task_id"]), tables["premature"]
+    return {"sample": len(tasks), "sample_seed": sample_seed, "sample_fingerprint": Corpus(tasks).fingerprint,
             "plans": N_PLANS, "reference_premature": f"{prem['premature']}/{prem['episodes']} ({prem['pct']:.1f}%)"}
 
 
@@ -285,9 +307,10 @@ def read_premature(path) -> dict:
 
 # --- claims, markdown, notes --------------------------------------------------------------
 
-def claims(table: pd.DataFrame, prem: dict) -> list[Claim]:
-    """The paper's plan-search claims, each beside ours computed from the table (and the
-    premature rate it is stamped with, `premature`/`read_premature`)."""
+def claims(tables: dict) -> list[Claim]:
+    """The paper's plan-search claims, each beside ours computed from the table (`tables["plan_search"]`)
+    and the premature rate it is stamped with (`tables["premature"]`: `premature`/`read_premature`)."""
+    table, prem = tables["plan_search"], tables["premature"]
     b = beaten(table)
     k, n = len(b), len(table)
     kinds = ", ".join(f"{t} ({a})" for t, a in zip(b["task_id"], b["archetype"])) or "none"
@@ -352,10 +375,23 @@ def notes(table: pd.DataFrame, prem: dict, claims_list: list | None = None) -> l
     return lines + (claims_notes(claims_list) if claims_list else [])
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the plan-search table the notebook wrote under `tables` (its rows, and
-    the reference's premature rate from its stamp): what the claims report reads."""
-    from pathlib import Path
+def figures(rows: pd.DataFrame, run, tables: dict | None = None) -> dict:
+    """None: the plan search has no figure."""
+    return {}
 
-    path = Path(tables) / "plan_search.csv"
-    return from_tables(tables, lambda t: claims(t, read_premature(path)), "plan_search")
+
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the plan-search table the notebook wrote under `folder` (its rows, and
+    the reference's premature rate from its stamp): what the claims report reads."""
+    path = Path(folder) / "plan_search.csv"
+    return from_tables(folder, lambda t: claims({**t, "premature": read_premature(path)}), TABLES)
+
+
+PUBLISH = {
+    "plan_search": TableSpec("Plan search: 1,215 open-loop plans against the reference",
+                             markdown=lambda t: markdown(t["plan_search"]),
+                             notes=lambda t, claims: notes(t["plan_search"], t["premature"], claims), bootstrap=False),
+}
+"""How each table is written (`publish_experiment`; its stamp entries are `meta`'s)."""
+CLAIMS = TableSpec(bootstrap=False)
+"""How the claims are written: no bootstrap lies behind them, so their stamp names none."""

@@ -7,12 +7,14 @@ identity_only) and add a tenth, unprivileged policy, `reconciler`
 (`finbench.agents.reconciler`), that reasons across the replicas and uses the probe
 only when it has one.
 
-Notebook `09_probe_arms`:
+Notebook `09_probe_arms`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, policies=P.POLICIES, ...)
-    df = P.arms(run)                                  # sweep(run, {"probe": ProbeMode.all()})
-    t8, diffs, arch = P.table8(df, run), P.differences(df, run), P.archetypes(df, run)
-    publish(t8, "table8", run, markdown=P.table8_markdown(t8), notes=P.notes(t8, diffs, arch, claims))
+    rows = P.episodes(run)                   # sweep(run, {"probe": ProbeMode.all()})
+    tables = P.tables(rows, run)             # table8, table8_differences, table8_archetypes
+    claims = P.claims(tables)
+    figures = P.figures(rows, run, tables)   # table8
+    publish_experiment(P, run, tables, claims, figures)
 
 Intervals are percentile bootstraps over units (twins together), `run.n_boot`
 replicates from `run.boot_seed`; differences are paired on the same resamples.
@@ -23,6 +25,7 @@ import pandas as pd
 
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import from_tables, qualitative
+from finbench.analysis.publish import TableSpec
 from finbench.agents.registry import DEFAULT_POLICIES
 from finbench.sim.probe import ProbeMode
 from finbench.agents.reconciler import Reconciler  # noqa: F401  (registers "reconciler")
@@ -39,8 +42,10 @@ GATE = "finality_gate"
 ORACLE = "finality_oracle"
 POLICIES = (*DEFAULT_POLICIES, RECONCILER)
 """SPEC's nine, then the reconciler."""
-__all__ = ["POLICIES", "archetypes", "arms", "claims", "claims_from_tables", "differences", "figure", "notes",
-           "table8", "table8_markdown"]
+TABLES = ("table8", "table8_differences", "table8_archetypes")
+"""The tables this experiment writes and its claims read, by stem."""
+__all__ = ["PUBLISH", "POLICIES", "TABLES", "archetypes", "arms", "claims", "claims_from_tables", "differences",
+           "episodes", "figure", "figures", "notes", "table8", "table8_markdown", "tables"]
 
 
 def modes() -> list[ProbeMode]:
@@ -51,6 +56,17 @@ def modes() -> list[ProbeMode]:
 def arms(run, probe_modes=None) -> pd.DataFrame:
     """Episode rows of `run` under every probe mode, with a leading `probe` column (the mode's name)."""
     return sweep(run, {"probe": list(probe_modes or modes())})
+
+
+def episodes(run) -> pd.DataFrame:
+    """The episode rows under every probe mode (`arms` with Table VIII's five)."""
+    return arms(run)
+
+
+def tables(rows: pd.DataFrame, run) -> dict[str, pd.DataFrame]:
+    """Table VIII, its paired differences and the reconciler per archetype, by stem (`TABLES`)."""
+    return {"table8": table8(rows, run), "table8_differences": differences(rows, run),
+            "table8_archetypes": archetypes(rows, run)}
 
 
 def _order(df: pd.DataFrame) -> list[str]:
@@ -151,9 +167,11 @@ def archetypes(df: pd.DataFrame, run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def claims(t8: pd.DataFrame, diffs: pd.DataFrame) -> list:
+def claims(tables: dict[str, pd.DataFrame]) -> list:
     """The issue's acceptance, measured: under `none` the reconciler's mean gap is below every other
-    unprivileged policy's, each difference's interval excluding zero; and it uses the probe when it has one."""
+    unprivileged policy's, each difference's interval excluding zero; and it uses the probe when it has one.
+    Reads `tables["table8"]` and `tables["table8_differences"]`."""
+    t8, diffs = tables["table8"], tables["table8_differences"]
     out = []
     t = t8.set_index(["probe", "policy"])
     none = diffs[(diffs["probe"] == "none") & ~diffs["comparison"].str.contains("@")]
@@ -245,6 +263,24 @@ def figure(t8: pd.DataFrame, run=None):
     return fig
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
-    return from_tables(tables, claims, "table8", "table8_differences")
+def figures(rows: pd.DataFrame, run, tables: dict | None = None) -> dict:
+    """Table VIII's figure (mean gap per policy and probe mode), by stem; Table VIII from `tables` if given."""
+    t8 = tables["table8"] if tables else table8(rows, run)
+    return {"table8": figure(t8, run)}
+
+
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `folder` (what the claims report reads)."""
+    return from_tables(folder, claims, TABLES)
+
+
+PUBLISH = {
+    "table8": TableSpec("Table VIII: probe arms (mean gap $ and exact % per policy and probe mode)",
+                        markdown=lambda t: table8_markdown(t["table8"]),
+                        notes=lambda t, claims: notes(t["table8"], t["table8_differences"], t["table8_archetypes"],
+                                                      claims),
+                        meta=lambda run: {"probe_modes": ", ".join(m.name for m in modes())}),
+    "table8_differences": TableSpec("Table VIII: paired differences of mean gap $"),
+    "table8_archetypes": TableSpec("Table VIII: the reconciler per archetype and probe mode", bootstrap=False),
+}
+"""How each table is written (`publish_experiment`)."""

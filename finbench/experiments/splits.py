@@ -3,19 +3,18 @@
 
 Table II and the headline's claims records are recomputed on the public split
 and on regenerated corpora (the paper's regenerated split, `REGEN_SEED`, and
-further ones derived from it, `finbench.sim.splitseeds`). The headline's own
-functions do the work: the notebook passes them in, since an experiment module
-never imports another. Any other experiment whose claims come from the same
-episodes (the twins') joins through `also`, so its claims are counted across
-corpora too.
+further ones derived from it, `finbench.sim.splitseeds`). The experiments' own
+`tables` and `claims` do the work (the shape every experiment module shares):
+the notebook passes the modules in, since an experiment module never imports
+another. Any other experiment whose claims come from the same episodes (the
+twins') joins through `also`, so its claims are counted across corpora too.
 
-Notebook `10_splits`:
+Notebook `10_splits`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
-    values, verdicts = splits.across(run, split_seeds(n_splits, regen_seed), table2=headline.table2,
-                                     table3=headline.table3, table3_gap=headline.table3_gap,
-                                     claims=headline.claims,
-                                     also={"twins": lambda df, run: twins.claims(twins.table4(df, run))})
+    rows = splits.episodes(run, split_seeds(n_splits, regen_seed), headline, also=(twins,))
+    tables = splits.tables(rows, run)       # splits, splits_claims, splits_corpora, splits_verdicts
+    claims = splits.claims(tables)
     spread, counts = splits.spread(values, verdicts), splits.claim_counts(verdicts)
     claims = splits.claims(counts)
 
@@ -32,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.analysis.claims import VERDICTS, Claim, claims_frame, from_tables
+from finbench.analysis.publish import TableSpec
 from finbench.agents.registry import policy_order
 from finbench.running.run import corpus_for
 
@@ -83,18 +83,17 @@ def _check_cells(t2: pd.DataFrame, frame: pd.DataFrame, where: str) -> None:
                              f"({policy}, {col}) gives {cell}; update splits.CELLS")
 
 
-def across(run, seeds, *, table2, table3, table3_gap, claims, also=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Table II and the headline's claims on the public split and on each regenerated corpus.
 
     Args:
         run: the public split's `Run` (seeds, profile, costs, policies, bootstrap, execution);
             each regenerated corpus replaces its corpus and has as many tasks.
         seeds: master seeds of the regenerated corpora (`splitseeds.split_seeds(n, regen_seed)`).
-        table2: `f(episodes, run) -> Table II` (the headline's `table2`).
-        table3, table3_gap: `f(episodes) -> table` (the headline's).
-        claims: `f(t2, t3, t3_gap) -> [Claim]` (the headline's `claims`).
-        also: optional `{experiment: f(episodes, run) -> [Claim]}`, further claims computed from
-            the same episodes on every corpus (e.g. the twins'), in that order after the headline's.
+        headline: the headline experiment module: its `tables(rows, run)` holds `table2`, whose
+            cells are the values, and its `claims(tables)` the first claims.
+        also: further experiment modules whose claims come from the same episodes (e.g. the
+            twins'), each through its own `tables` and `claims`, in that order after the headline's.
 
     Returns:
         `(values, verdicts)`. `values`: one row per (corpus, policy), columns `split` (0 the
@@ -115,11 +114,12 @@ def across(run, seeds, *, table2, table3, table3_gap, claims, also=None) -> tupl
     for i, corpus in enumerate(corpora):
         r = run.replace(corpus=corpus)
         df = r.evaluate()
-        t2 = table2(df, r)
-        recs = claims_frame(claims(t2, table3(df), table3_gap(df)))
+        tables = headline.tables(df, r)
+        t2 = tables["table2"]
+        recs = claims_frame(headline.claims(tables))
         _check_cells(t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"}), recs, f"corpus {corpus.fingerprint}")
-        for fn in (also or {}).values():
-            recs = pd.concat([recs, claims_frame(fn(df, r))], ignore_index=True)
+        for experiment in also:
+            recs = pd.concat([recs, claims_frame(experiment.claims(experiment.tables(df, r)))], ignore_index=True)
         head = {"split": i, "kind": "public" if i == 0 else "regenerated", "master_seed": corpus.master_seed,
                 "corpus": corpus.fingerprint}
         t2 = t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"})
@@ -233,16 +233,16 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def claims(counts: pd.DataFrame) -> list[Claim]:
-    """One record per claim counted (id `<experiment>.<id>`): the paper's value beside ours across the
-    regenerated corpora.
+def claims(tables: dict[str, pd.DataFrame]) -> list[Claim]:
+    """One record per claim counted (id `<experiment>.<id>`) in `tables["splits_claims"]`: the paper's
+    value beside ours across the regenerated corpora.
 
     `ours` is the median over the regenerated corpora (NaN for a qualitative claim, whose
     `holds` says whether it holds on more than half); the verdict is the majority rule of
     `_majority`, and `measured` gives every count.
     """
     out = []
-    for r in counts.itertuples(index=False):
+    for r in tables["splits_claims"].itertuples(index=False):
         verdict = _majority(r)
         tally = (f"reproduced on {r.reproduced}, same direction on {r.same_direction}, differs on {r.differs}"
                  + (f", not run on {r.not_run}" if r.not_run else "") + f" of {r.n} regenerated corpora")
@@ -401,6 +401,43 @@ def figure(sp: pd.DataFrame, values: pd.DataFrame, k: int | None = None):
     return fig
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
-    return from_tables(tables, claims, "splits_claims")
+def episodes(run, seeds, headline, also=()) -> dict[str, pd.DataFrame]:
+    """`across`, as a dict: `values` (Table II per corpus) and `verdicts` (every claim per corpus)."""
+    values, verdicts = across(run, seeds, headline, also)
+    return {"values": values, "verdicts": verdicts}
+
+
+def tables(rows: dict, run) -> dict:
+    """The spread of every number, the per-claim counts, Table II per corpus and every verdict, by stem
+    (`TABLES`), and `k`, the run's pass^k (for the renderings; not a table)."""
+    values, verdicts = rows["values"], rows["verdicts"]
+    return {"splits": spread(values, verdicts), "splits_claims": claim_counts(verdicts), "splits_corpora": values,
+            "splits_verdicts": verdicts, "k": run.k}
+
+
+def figures(rows: dict, run, tables: dict) -> dict:
+    """Per policy, the spread over the regenerated corpora (`figure`)."""
+    return {"splits": figure(tables["splits"], tables["splits_corpora"], tables["k"])}
+
+
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `folder` (what the claims report reads)."""
+    return from_tables(folder, claims, ("splits_claims",))
+
+
+TABLES = ("splits", "splits_claims", "splits_corpora", "splits_verdicts")
+"""The tables this experiment writes, by stem."""
+PUBLISH = {
+    "splits": TableSpec("The headline's numbers across corpora",
+                        markdown=lambda t: spread_markdown(t["splits"], t["k"]),
+                        notes=lambda t, claims: notes(t["splits_corpora"], t["splits_claims"], t["splits"], claims)),
+    "splits_claims": TableSpec("The headline's and the twins' claims across corpora",
+                               markdown=lambda t: counts_markdown(t["splits_claims"]),
+                               notes=lambda t, claims: notes(t["splits_corpora"], t["splits_claims"], t["splits"])),
+    "splits_corpora": TableSpec("Table II on every corpus"),
+    "splits_verdicts": TableSpec("The headline's and the twins' verdicts on every corpus",
+                                 markdown=lambda t: verdicts_markdown(t["splits_verdicts"]),
+                                 notes=lambda t, claims: ["R reproduced, S same direction, D differs, - not run; "
+                                                          "columns: corpora by split number."]),
+}
+"""How each table is written (`publish_experiment`)."""

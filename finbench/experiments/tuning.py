@@ -1,24 +1,17 @@
 """Tuning transfer: Table VII, the grid behind it, and its repetition over further regenerated splits (SPEC §10).
 
-The rule-based procedure (`sop`) has two knobs, `poll_interval` and `patience`.
-A grid over both is measured on the public split; the configuration with the
-lowest mean gap is the *tuned* one. The tuned and the default configuration,
-and an *unfitted control* (a policy nobody tuned, `react` with its defaults by
-default), are then re-measured on the regenerated split (`REGEN_SEED`) and on
-further regenerated corpora (`finbench.sim.splitseeds`). A policy's *degradation*
-on a split is its mean gap there minus its mean gap on the public split.
+The rule-based procedure (`sop`) has two knobs, `poll_interval` and `patience`. A grid over both is measured on the
+public split; the configuration with the lowest mean gap is the *tuned* one. The tuned and the default configuration,
+and an *unfitted control* (a policy nobody tuned, `react` with its defaults by default), are then re-measured on the
+regenerated split (`REGEN_SEED`) and on further regenerated corpora (`finbench.sim.splitseeds`). A policy's
+*degradation* on a split is its mean gap there minus its mean gap on the public split.
 
-Notebook `05_tuning`:
+Notebook `05_tuning`, in the shape every experiment shares (its run's policies: `policies(polls, patiences, control)`):
 
-    run = Run.make(master_seed, n_tasks, seeds=range(n_seeds),
-                   policies=tuning.policies(poll_intervals, patiences, control), n_boot=n_boot, ...)
-    public = run.evaluate()
-    grid = tuning.grid_table(public, run, poll_intervals, patiences)
-    best = tuning.best(grid)
-    regen = tuning.regenerated(run, best, control, split_seeds(n_splits, regen_seed))
-    per_split = tuning.splits_table(public, regen, best, control)
-    t7 = tuning.table7(public, regen, run, best, control, per_split)
-    claims = tuning.claims(grid, t7, per_split)
+    rows = tuning.episodes(run, polls, patiences, split_seeds(n_splits, regen_seed))
+    tables = tuning.tables(rows, run)                 # tuning_grid, table7, tuning_splits
+    claims, figures = tuning.claims(tables), tuning.figures(rows, run, tables)   # no figure
+    publish_experiment(tuning, run, tables, claims, figures, meta=tuning.meta(tables))
 """
 from __future__ import annotations
 
@@ -30,11 +23,15 @@ import pandas as pd
 
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.publish import TableSpec
 from finbench.agents.policies import SOP
 from finbench.agents.registry import as_ref, parse_label, policy_label
 from finbench.running.run import corpus_for, sweep
+from finbench.sim.splitseeds import DERIVATION
 
 NAME = "tuning"
+TABLES = ("tuning_grid", "table7", "tuning_splits")
+"""The tables this experiment writes and its claims read, by stem."""
 SECTION = "Tuning transfer: Table VII"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 PROCEDURE = "sop"
@@ -50,15 +47,14 @@ ROLES = ("default", "tuned", "control")
 TIE = 1e-9
 """Two mean gaps within this many dollars are a tie (they are equal: the configurations
 played the same episodes, e.g. a patience longer than the call budget lets the procedure poll)."""
-__all__ = ["best", "claims", "claims_from_tables", "config_label", "default_knobs", "grid_frame", "grid_markdown",
-           "grid_table", "notes", "policies", "regenerated", "splits_markdown", "splits_table", "table7",
-           "table7_markdown"]
+__all__ = ["PUBLISH", "TABLES", "best", "claims", "claims_from_tables", "config_label", "default_knobs", "episodes",
+           "figures", "grid_frame", "grid_markdown", "grid_table", "meta", "notes", "policies", "regenerated",
+           "splits_markdown", "splits_table", "table7", "table7_markdown", "tables"]
 
 
 def default_knobs() -> dict[str, int]:
     """The procedure's own defaults for the two knobs (read from its signature, not retyped)."""
-    sig = inspect.signature(SOP)
-    return {k: sig.parameters[k].default for k in KNOBS}
+    return {k: inspect.signature(SOP).parameters[k].default for k in KNOBS}
 
 
 DEFAULT = PROCEDURE
@@ -97,20 +93,33 @@ def policies(poll_intervals, patiences, control: str = CONTROL) -> list[str]:
     return list(dict.fromkeys([*labels, DEFAULT, control]))
 
 
+def episodes(run, poll_intervals, patiences, seeds) -> dict[str, pd.DataFrame]:
+    """What the grid run (`run`: `policies(poll_intervals, patiences, control)`, the control last) and the regenerated
+    runs produce: {"public": its episode rows, "grid": their `grid_table`, "regen": `regenerated(..., seeds)`'s}."""
+    public = run.evaluate()
+    grid = grid_table(public, run, poll_intervals, patiences)
+    return {"public": public, "grid": grid, "regen": regenerated(run, best(grid), run.labels[-1], seeds)}
+
+
+def tables(rows: dict[str, pd.DataFrame], run) -> dict[str, pd.DataFrame]:
+    """The grid, Table VII and the regenerated splits (`episodes`' rows), by stem (`TABLES`)."""
+    public, grid, regen, control = rows["public"], rows["grid"], rows["regen"], run.labels[-1]
+    per_split = splits_table(public, regen, best(grid), control)
+    return dict(zip(TABLES, (grid, table7(public, regen, run, best(grid), control, per_split), per_split)))
+
+
 def grid_table(df: pd.DataFrame, run, poll_intervals, patiences) -> pd.DataFrame:
     """Every grid configuration on the public split, and which one is best.
 
     Args:
         df: the public split's episode rows (`run.evaluate()`); must hold every configuration and the default.
-        run: the `Run` behind them (k of pass^k, bootstrap replicates and seed).
-        poll_intervals, patiences: the grid's axes.
+        run: the `Run` behind them (k of pass^k, bootstrap replicates and seed); poll_intervals, patiences: the axes.
 
     Returns:
-        One row per configuration, in grid order: `poll_interval`, `patience`, `policy`,
-        `is_default`, `episodes`, `exact_pct`, `mean_gap` with `gap_lo`/`gap_hi` (unit
-        bootstrap), `pass{k}_pct`, `diff_to_default` with `diff_lo`/`diff_hi` (mean gap minus
-        the default's, on a shared resample), `rank` (1 = lowest mean gap; ties in grid
-        order), `best` (the tuned configuration) and `tied_with_best`.
+        One row per configuration, in grid order: `poll_interval`, `patience`, `policy`, `is_default`, `episodes`,
+        `exact_pct`, `mean_gap` with `gap_lo`/`gap_hi` (unit bootstrap), `pass{k}_pct`, `diff_to_default` with
+        `diff_lo`/`diff_hi` (mean gap minus the default's, on a shared resample), `rank` (1 = lowest mean gap; ties
+        in grid order), `best` (the tuned configuration) and `tied_with_best`.
 
     Example:
         >>> from finbench.running.run import Run
@@ -131,8 +140,7 @@ def grid_table(df: pd.DataFrame, run, poll_intervals, patiences) -> pd.DataFrame
     ci = M.bootstrap_ci(sub, "gap", labels, run.n_boot, run.boot_seed)
     d = M.bootstrap_diff_table(sub, DEFAULT, "gap", labels, run.n_boot, run.boot_seed)
     out = g.assign(
-        is_default=[p == DEFAULT for p in labels],
-        episodes=s["n_episodes"].to_numpy(),
+        is_default=[p == DEFAULT for p in labels], episodes=s["n_episodes"].to_numpy(),
         exact_pct=100 * s["exact"].to_numpy(),
         mean_gap=s["mean_gap"].to_numpy(), gap_lo=ci["lo"].to_numpy(), gap_hi=ci["hi"].to_numpy(),
         **{f"pass{run.k}_pct": 100 * s[f"pass^{run.k}"].to_numpy()},
@@ -155,23 +163,21 @@ def best(grid: pd.DataFrame) -> str:
 
 
 def _roles(best_label: str, control: str) -> dict[str, str]:
-    return {"default": DEFAULT, "tuned": best_label, "control": as_ref(control).label}
+    return dict(zip(ROLES, (DEFAULT, best_label, as_ref(control).label)))
 
 
 def regenerated(run, best_label: str, control: str, seeds) -> pd.DataFrame:
     """The default, the tuned configuration and the control on regenerated corpora.
 
     Args:
-        run: the public split's `Run` (seeds, profile, costs, bootstrap and execution are kept;
-            corpus and policies replaced).
-        best_label: the tuned configuration (`best(grid)`).
-        control: the unfitted control's name or label.
+        run: the public split's `Run` (seeds, profile, costs, bootstrap and execution kept; corpus, policies replaced).
+        best_label: the tuned configuration (`best(grid)`); control: the unfitted control's name or label.
         seeds: master seeds of the regenerated corpora, the paper's split first
             (`splitseeds.split_seeds(n, regen_seed)`); each corpus has as many tasks as the public one.
 
     Returns:
-        Their episode rows with three leading columns: `split` (0 for the first seed, the
-        paper's regenerated split), `master_seed` and `corpus` (the fingerprint).
+        Their episode rows with three leading columns: `split` (0 for the first seed, the paper's regenerated
+        split), `master_seed` and `corpus` (the fingerprint).
 
     Raises:
         ValueError: a seed repeats or is the public split's.
@@ -183,8 +189,7 @@ def regenerated(run, best_label: str, control: str, seeds) -> pd.DataFrame:
     corpora = [corpus_for(s, len(run.corpus)) for s in seeds]
     base = run.replace(policies=list(dict.fromkeys(_roles(best_label, control).values())))
     frame = sweep(base, {"corpus": corpora}).rename(columns={"corpus": "master_seed"})
-    split = {s: i for i, s in enumerate(seeds)}
-    prints = {c.master_seed: c.fingerprint for c in corpora}
+    split, prints = {s: i for i, s in enumerate(seeds)}, {c.master_seed: c.fingerprint for c in corpora}
     frame.insert(0, "split", frame["master_seed"].map(split).astype(int))
     frame.insert(2, "corpus", frame["master_seed"].map(prints))
     return frame
@@ -194,10 +199,9 @@ def splits_table(public: pd.DataFrame, regen: pd.DataFrame, best_label: str, con
     """One row per regenerated split: each role's mean gap there and its degradation.
 
     Returns:
-        Columns `split` (0: the paper's regenerated split), `master_seed`, `corpus`; for
-        each role (default, tuned, control) `<role>_gap` (mean gap on the split) and
-        `<role>_degradation` (that minus the role's mean gap on the public split);
-        `tuned_minus_default` and `tuned_beats_default` (the tuned gap strictly lower);
+        Columns `split` (0: the paper's regenerated split), `master_seed`, `corpus`; for each role (default, tuned,
+        control) `<role>_gap` (mean gap on the split) and `<role>_degradation` (that minus the role's mean gap on
+        the public split); `tuned_minus_default` and `tuned_beats_default` (the tuned gap strictly lower);
         `tuned_degrades_more` (the tuned degradation above the control's, as the paper found).
     """
     roles = _roles(best_label, control)
@@ -233,18 +237,15 @@ def _replicates(df: pd.DataFrame, policy: str, n_boot: int, seed: int) -> np.nda
 
 
 def _pct(reps: np.ndarray) -> tuple[float, float]:
-    lo, hi = np.quantile(reps, [0.025, 0.975])
-    return float(lo), float(hi)
+    return tuple(float(q) for q in np.quantile(reps, [0.025, 0.975]))
 
 
 def _across(values: pd.Series) -> dict:
     """Mean, sd, 95% t-interval of the mean, RMS, min, median, max of one value over the splits."""
     from scipy import stats
 
-    v = values.to_numpy(dtype=float)
-    n = len(v)
-    mean = float(v.mean())
-    sd = float(v.std(ddof=1)) if n > 1 else math.nan
+    v, n = values.to_numpy(dtype=float), len(values)
+    mean, sd = float(v.mean()), (float(v.std(ddof=1)) if n > 1 else math.nan)
     half = float(stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)) if n > 1 else math.nan
     return {"splits": n, "splits_mean": mean, "splits_sd": sd, "splits_t_lo": mean - half,
             "splits_t_hi": mean + half, "splits_rms": float(np.sqrt(np.mean(v ** 2))),
@@ -256,31 +257,26 @@ def table7(public: pd.DataFrame, regen: pd.DataFrame, run, best_label: str, cont
     """Table VII: default, tuned and control on the public and the regenerated split, and over every split.
 
     Args:
-        public: the public split's episode rows (the grid run's).
-        regen: `regenerated(...)`'s rows; split 0 is the paper's regenerated split.
-        run: the public run (k, bootstrap replicates and seed).
-        best_label, control: the tuned configuration and the control.
-        per_split: `splits_table(...)` of the same rows.
+        public, regen: the public split's episode rows (the grid run's) and `regenerated(...)`'s (split 0 is the
+            paper's regenerated split); run: the public run (k, bootstrap replicates and seed).
+        best_label, control: the tuned configuration and the control; per_split: `splits_table` of the same rows.
 
     Returns:
-        One row per role (default, tuned, control): `role`, `policy`, `poll_interval`,
-        `patience` (NaN for the control); on each split (`public_`, `regen_`) `exact_pct`,
-        `gap` with `lo`/`hi` (95% unit bootstrap); `degradation` (regen - public) with
-        `degradation_lo`/`_hi` (percentiles of the difference of the two corpora's resampled
-        means, resampled independently: the regenerated split from `boot_seed + 1`);
-        `public_vs_default` and `regen_vs_default` with `_lo`/`_hi` (mean gap minus the
-        default's on a shared resample); over every regenerated split (`per_split`):
-        `splits` (N), `splits_mean`, `splits_sd`, `splits_t_lo`/`_hi` (95% t-interval of the
-        mean degradation), `splits_rms`, `splits_min`, `splits_median`, `splits_max`, and
-        `splits_beats_default` (splits on which the role's gap is below the default's).
+        One row per role (default, tuned, control): `role`, `policy`, `poll_interval`, `patience` (NaN for the
+        control); on each split (`public_`, `regen_`) `exact_pct`, `gap` with `lo`/`hi` (95% unit bootstrap);
+        `degradation` (regen - public) with `degradation_lo`/`_hi` (percentiles of the difference of the two
+        corpora's resampled means, resampled independently: the regenerated split from `boot_seed + 1`);
+        `public_vs_default` and `regen_vs_default` with `_lo`/`_hi` (mean gap minus the default's on a shared
+        resample); over every regenerated split (`per_split`): `splits` (N), `splits_mean`, `splits_sd`,
+        `splits_t_lo`/`_hi` (95% t-interval of the mean degradation), `splits_rms`, `splits_min`, `splits_median`,
+        `splits_max`, `splits_beats_default` (splits on which the role's gap is below the default's).
     """
     roles = _roles(best_label, control)
     first = regen[regen["split"] == 0]
     rows = []
     for role, p in roles.items():
         kn = _knobs(p)
-        row = {"role": role, "policy": p,
-               "poll_interval": kn["poll_interval"] if kn else math.nan,
+        row = {"role": role, "policy": p, "poll_interval": kn["poll_interval"] if kn else math.nan,
                "patience": kn["patience"] if kn else math.nan}
         reps = {}
         # the regenerated split is resampled from boot_seed + 1: the two corpora's resamples are independent
@@ -303,8 +299,8 @@ def table7(public: pd.DataFrame, regen: pd.DataFrame, run, best_label: str, cont
     return pd.DataFrame(rows)
 
 
-def _ci(x, lo, hi, fmt="{:.2f}", sign="") -> str:
-    f = fmt.replace("{:", "{:" + sign)
+def _ci(x, lo, hi, sign="") -> str:
+    f = "{:" + sign + ".2f}"
     return f"{f.format(x)} [{f.format(lo)}, {f.format(hi)}]"
 
 
@@ -317,11 +313,9 @@ def table7_markdown(t7: pd.DataFrame) -> pd.DataFrame:
             "role": r.role, "policy": r.policy,
             "public mean gap $": _ci(r.public_gap, r.public_lo, r.public_hi),
             "regenerated mean gap $": _ci(r.regen_gap, r.regen_lo, r.regen_hi),
-            "degradation $": _ci(r.degradation, r.degradation_lo, r.degradation_hi, sign="+"),
-            "vs default, regenerated $": _ci(r.regen_vs_default, r.regen_vs_default_lo, r.regen_vs_default_hi,
-                                             sign="+"),
-            f"degradation over {n} splits: mean [95% t] $": _ci(r.splits_mean, r.splits_t_lo, r.splits_t_hi,
-                                                                sign="+"),
+            "degradation $": _ci(r.degradation, r.degradation_lo, r.degradation_hi, "+"),
+            "vs default, regenerated $": _ci(r.regen_vs_default, r.regen_vs_default_lo, r.regen_vs_default_hi, "+"),
+            f"degradation over {n} splits: mean [95% t] $": _ci(r.splits_mean, r.splits_t_lo, r.splits_t_hi, "+"),
             "min .. max $": f"{r.splits_min:+.2f} .. {r.splits_max:+.2f}",
             "beats default": "" if r.role == "default" else f"{int(r.splits_beats_default)} of {n}",
         })
@@ -333,8 +327,7 @@ def grid_markdown(grid: pd.DataFrame) -> pd.DataFrame:
     cell = [("**{:.2f}**" if b else "{:.2f}").format(g) + (" (d)" if d else "")
             for g, b, d in zip(grid["mean_gap"], grid["best"], grid["is_default"])]
     wide = grid.assign(cell=cell).pivot(index="poll_interval", columns="patience", values="cell")
-    wide = wide.reindex(index=list(dict.fromkeys(grid["poll_interval"])),
-                        columns=list(dict.fromkeys(grid["patience"])))
+    wide = wide.reindex(index=list(dict.fromkeys(grid["poll_interval"])), columns=list(dict.fromkeys(grid["patience"])))
     wide.columns = [f"patience {c}" for c in wide.columns]
     return wide.reset_index().rename(columns={"poll_interval": "poll interval"})
 
@@ -354,60 +347,53 @@ def splits_markdown(per_split: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def claims(grid: pd.DataFrame, t7: pd.DataFrame, per_split: pd.DataFrame) -> list:
-    """The paper's claims about Table VII, each beside ours computed from the three tables."""
-    t = t7.set_index("role")
-    tuned, dflt, ctrl = t.loc["tuned"], t.loc["default"], t.loc["control"]
-    n = len(per_split)
-    out = []
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The paper's claims about Table VII, each beside ours computed from the three tables (`TABLES`)."""
+    t7, per_split = tables["table7"], tables["tuning_splits"]
+    tuned, dflt, ctrl = (t7.set_index("role").loc[r] for r in ("tuned", "default", "control"))
+    n, k, m = len(per_split), int(per_split["tuned_beats_default"].sum()), int(per_split["tuned_degrades_more"].sum())
     src7, srcs, srcg = "tables/table7.csv", "tables/tuning_splits.csv", "tables/tuning_grid.csv"
     more = bool(tuned.degradation > ctrl.degradation)
     direction = "the tuned procedure degrades more than the unfitted control"
-
-    out.append(qualitative(NAME, "tuning_improves_public", "tuning improved the public split (the tuned "
-                           "configuration's mean gap is below the default's)",
-                           bool(tuned.public_gap < dflt.public_gap),
-                           f"{tuned.policy} {tuned.public_gap:.2f} vs default {dflt.public_gap:.2f} "
-                           f"({tuned.public_vs_default:+.2f} [{tuned.public_vs_default_lo:+.2f}, "
-                           f"{tuned.public_vs_default_hi:+.2f}])", source=src7))
-    out.append(qualitative(NAME, "tuned_beats_default_regen", "the tuned configuration is better than the "
-                           "default on the regenerated split too", bool(tuned.regen_gap < dflt.regen_gap),
-                           f"{tuned.regen_gap:.2f} vs {dflt.regen_gap:.2f} ({tuned.regen_vs_default:+.2f} "
-                           f"[{tuned.regen_vs_default_lo:+.2f}, {tuned.regen_vs_default_hi:+.2f}])", source=src7))
-    out.append(numeric(NAME, "tuned_degradation", "the tuned procedure's degradation across splits $ "
-                       "(regenerated mean gap - public)", 37.48, tuned.degradation, source=src7,
-                       tol=REL_TOL * 37.48, direction=more, direction_text=direction))
-    out.append(numeric(NAME, "control_degradation", f"the unfitted control's ({ctrl.policy}) degradation "
-                       "across splits $", 3.85, ctrl.degradation, source=src7, tol=REL_TOL * 3.85,
-                       direction=more, direction_text=direction))
-    out.append(qualitative(NAME, "tuned_polls_more_often", "the fitted knobs poll more often than the default "
-                           "(a property of the generator)", bool(tuned.poll_interval < dflt.poll_interval),
-                           f"tuned poll_interval={tuned.poll_interval:g}, patience={tuned.patience:g}; default "
-                           f"poll_interval={dflt.poll_interval:g}, patience={dflt.patience:g}", source=srcg))
-    out.append(numeric(NAME, "control_split_variation", "the scale of split-to-split variation, indicated by the "
-                       f"control's single degradation of $3.85 (ours: the root mean square of the control's "
-                       f"degradation over {n} regenerated splits)", 3.85, ctrl.splits_rms, source=src7,
-                       tol=REL_TOL * 3.85))
-    k = int(per_split["tuned_beats_default"].sum())
-    out.append(qualitative(NAME, "tuned_beats_default_splits", f"beyond the paper: the tuned configuration still "
-                           f"beats the default on most of {n} regenerated splits", k > n / 2,
-                           f"on {k} of {n} ({100 * k / n:.0f}%); tuned - default over splits: "
-                           f"{per_split['tuned_minus_default'].min():+.2f} .. "
-                           f"{per_split['tuned_minus_default'].max():+.2f}", source=srcs))
-    m = int(per_split["tuned_degrades_more"].sum())
-    out.append(qualitative(NAME, "tuned_degrades_more_splits", f"beyond the paper: the tuned procedure degrades "
-                           f"more than the unfitted control on most of {n} regenerated splits", m > n / 2,
-                           f"on {m} of {n}; mean degradation over splits: tuned {tuned.splits_mean:+.2f} "
-                           f"[{tuned.splits_t_lo:+.2f}, {tuned.splits_t_hi:+.2f}], control {ctrl.splits_mean:+.2f} "
-                           f"[{ctrl.splits_t_lo:+.2f}, {ctrl.splits_t_hi:+.2f}] (95% t)", source=srcs))
-    return out
+    return [
+        qualitative(NAME, "tuning_improves_public", "tuning improved the public split (the tuned configuration's "
+                    "mean gap is below the default's)", bool(tuned.public_gap < dflt.public_gap),
+                    f"{tuned.policy} {tuned.public_gap:.2f} vs default {dflt.public_gap:.2f} "
+                    f"({tuned.public_vs_default:+.2f} [{tuned.public_vs_default_lo:+.2f}, "
+                    f"{tuned.public_vs_default_hi:+.2f}])", source=src7),
+        qualitative(NAME, "tuned_beats_default_regen", "the tuned configuration is better than the default on the "
+                    "regenerated split too", bool(tuned.regen_gap < dflt.regen_gap),
+                    f"{tuned.regen_gap:.2f} vs {dflt.regen_gap:.2f} ({tuned.regen_vs_default:+.2f} "
+                    f"[{tuned.regen_vs_default_lo:+.2f}, {tuned.regen_vs_default_hi:+.2f}])", source=src7),
+        numeric(NAME, "tuned_degradation", "the tuned procedure's degradation across splits $ (regenerated mean "
+                "gap - public)", 37.48, tuned.degradation, source=src7, tol=REL_TOL * 37.48, direction=more,
+                direction_text=direction),
+        numeric(NAME, "control_degradation", f"the unfitted control's ({ctrl.policy}) degradation across splits $",
+                3.85, ctrl.degradation, source=src7, tol=REL_TOL * 3.85, direction=more, direction_text=direction),
+        qualitative(NAME, "tuned_polls_more_often", "the fitted knobs poll more often than the default (a property "
+                    "of the generator)", bool(tuned.poll_interval < dflt.poll_interval),
+                    f"tuned poll_interval={tuned.poll_interval:g}, patience={tuned.patience:g}; default "
+                    f"poll_interval={dflt.poll_interval:g}, patience={dflt.patience:g}", source=srcg),
+        numeric(NAME, "control_split_variation", "the scale of split-to-split variation, indicated by the control's "
+                f"single degradation of $3.85 (ours: the root mean square of the control's degradation over {n} "
+                "regenerated splits)", 3.85, ctrl.splits_rms, source=src7, tol=REL_TOL * 3.85),
+        qualitative(NAME, "tuned_beats_default_splits", f"beyond the paper: the tuned configuration still beats the "
+                    f"default on most of {n} regenerated splits", k > n / 2,
+                    f"on {k} of {n} ({100 * k / n:.0f}%); tuned - default over splits: "
+                    f"{per_split['tuned_minus_default'].min():+.2f} .. {per_split['tuned_minus_default'].max():+.2f}",
+                    source=srcs),
+        qualitative(NAME, "tuned_degrades_more_splits", f"beyond the paper: the tuned procedure degrades more than "
+                    f"the unfitted control on most of {n} regenerated splits", m > n / 2,
+                    f"on {m} of {n}; mean degradation over splits: tuned {tuned.splits_mean:+.2f} "
+                    f"[{tuned.splits_t_lo:+.2f}, {tuned.splits_t_hi:+.2f}], control {ctrl.splits_mean:+.2f} "
+                    f"[{ctrl.splits_t_lo:+.2f}, {ctrl.splits_t_hi:+.2f}] (95% t)", source=srcs),
+    ]
 
 
 def notes(grid: pd.DataFrame, t7: pd.DataFrame, per_split: pd.DataFrame, claims_list: list | None = None) -> list[str]:
     """Markdown notes under Table VII: the tuned choice, its ties, the intervals, the splits, the claims."""
     t = t7.set_index("role")
-    b = grid[grid["best"]].iloc[0]
-    tied = grid[grid["tied_with_best"] & ~grid["best"]]
+    b, tied = grid[grid["best"]].iloc[0], grid[grid["tied_with_best"] & ~grid["best"]]
     n = len(per_split)
     tie_text = ("no other configuration ties with it" if tied.empty else
                 f"tied (same mean gap) with {', '.join(tied['policy'])}; the first in grid order is taken")
@@ -434,6 +420,30 @@ def notes(grid: pd.DataFrame, t7: pd.DataFrame, per_split: pd.DataFrame, claims_
     return lines + (claims_notes(claims_list) if claims_list else [])
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
-    return from_tables(tables, claims, "tuning_grid", "table7", "tuning_splits")
+def meta(tables: dict[str, pd.DataFrame]) -> dict:
+    """The stamp entries beyond the run's own: the regenerated splits, the tuned choice, the control."""
+    s, t7 = tables["tuning_splits"], tables["table7"]
+    return {"regenerated": f"{s.corpus[0]} (master seed {s.master_seed[0]})", "further_splits": len(s) - 1,
+            "split_seeds": DERIVATION, "tuned": best(tables["tuning_grid"]), "control": t7.policy.iloc[-1]}
+
+
+def figures(rows: dict, run, tables: dict | None = None) -> dict:
+    """None: Table VII has no figure."""
+    return {}
+
+
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `folder` (what the claims report reads)."""
+    return from_tables(folder, claims, TABLES)
+
+
+PUBLISH = {
+    "tuning_grid": TableSpec("The procedure's grid on the public split: mean gap $",
+                             markdown=lambda t: grid_markdown(t["tuning_grid"]),
+                             notes=lambda t, claims: notes(*(t[stem] for stem in TABLES))),
+    "table7": TableSpec("Table VII: tuning transfer", markdown=lambda t: table7_markdown(t["table7"]),
+                        notes=lambda t, claims: notes(*(t[stem] for stem in TABLES), claims)),
+    "tuning_splits": TableSpec("Degradation on every regenerated split",
+                               markdown=lambda t: splits_markdown(t["tuning_splits"]), bootstrap=False),
+}
+"""How each table is written (`publish_experiment`; their stamp entries are `meta`'s)."""

@@ -7,14 +7,16 @@ bets: it wins on one half of the pair and loses on the other. Accuracy over
 all tasks rewards the bet whenever settling cases outnumber failing ones; the
 paired loss (mean gap over both halves) does not.
 
-Notebook `02_twins`:
+Notebook `02_twins`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
-    df = run.evaluate()
-    t4 = twins.table4(df, run)
-    publish(t4, "table4", run, markdown=twins.table4_markdown(t4),
-            notes=twins.table4_notes(t4, twins.claims(t4)))
-    publish(twins.figure2(t4, run), "figure2", run)
+    rows = twins.episodes(run)
+    tables = twins.tables(rows, run)                     # table4
+    claims = twins.claims(tables)
+    figures = twins.figures(rows, run, tables)           # figure2
+    publish_experiment(twins, run, tables, claims, figures)
+
+The notebook also draws one twin pair's timeline (`finbench.analysis.timeline`).
 
 Intervals are percentile bootstraps over the twin pairs (each pair is one unit,
 both halves resampled together), `run.n_boot` replicates from `run.boot_seed`.
@@ -27,6 +29,7 @@ import pandas as pd
 
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.publish import TableSpec
 from finbench.agents.policies import UNGATED
 from finbench.agents.registry import policy_order
 
@@ -37,13 +40,26 @@ NAME = "twins"
 SECTION = "Twin pairs: Table IV, Figure 2"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
 SOURCE = "tables/table4.csv"
-__all__ = ["claims", "claims_from_tables", "figure2", "rankings", "table4", "table4_markdown", "table4_notes"]
+TABLES = ("table4",)
+"""The tables this experiment writes and its claims read, by stem."""
+__all__ = ["PUBLISH", "TABLES", "claims", "claims_from_tables", "episodes", "figure2", "figures", "rankings",
+           "table4", "table4_markdown", "table4_notes", "tables"]
 
 
 def _boot(run) -> tuple[int, int]:
     if run is not None:
         return run.n_boot, run.boot_seed
     return 2000, 0
+
+
+def episodes(run):
+    """The episode rows: the run's policies over its corpus and seeds (the headline's, shared through the cache)."""
+    return run.evaluate()
+
+
+def tables(rows: pd.DataFrame, run=None) -> dict[str, pd.DataFrame]:
+    """Table IV, by stem (`TABLES`)."""
+    return {"table4": table4(rows, run)}
 
 
 def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
@@ -180,11 +196,12 @@ def table4_notes(t4: pd.DataFrame, claims_list: list | None = None) -> list[str]
     return lines + (claims_notes(claims_list) if claims_list else [])
 
 
-def claims(t4: pd.DataFrame) -> list:
-    """The paper's claims about Table IV, each beside ours computed from `t4` alone.
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The paper's claims about Table IV, each beside ours computed from `tables["table4"]` alone.
 
     A claim whose policies are absent from the table is "not run".
     """
+    t4 = tables["table4"]
     t = t4.set_index("policy")
     r = rankings(t4)
     has_opt, has_gate = OPTIMISTIC in t.index, GATE in t.index
@@ -309,6 +326,19 @@ def figure2(t4: pd.DataFrame, run=None):
     return fig
 
 
-def claims_from_tables(tables="tables") -> list:
-    """`claims` recomputed from the tables the notebook wrote under `tables` (what the claims report reads)."""
-    return from_tables(tables, claims, "table4")
+def figures(rows: pd.DataFrame, run, tables: dict | None = None) -> dict:
+    """Figure 2 (each half of the twin pairs and the paired loss), by stem; Table IV from `tables` if given."""
+    t4 = tables["table4"] if tables else table4(rows, run)
+    return {"figure2": figure2(t4, run)}
+
+
+def claims_from_tables(folder="tables") -> list:
+    """`claims` recomputed from the tables the notebook wrote under `folder` (what the claims report reads)."""
+    return from_tables(folder, claims, TABLES)
+
+
+PUBLISH = {
+    "table4": TableSpec("Table IV: twin pairs", markdown=lambda t: table4_markdown(t["table4"]),
+                        notes=lambda t, claims: table4_notes(t["table4"], claims)),
+}
+"""How each table is written (`publish_experiment`)."""

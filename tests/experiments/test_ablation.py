@@ -80,13 +80,14 @@ def test_families_table_counts_changed_decisions(small):
 
 def test_claims_come_from_the_tables(small):
     run, df = small
-    t6, fr, fam, inter = A.table6(df, run), A.firings(df), A.families(df, run), A.interaction(df, run)
-    claims = A.claims(fr, t6, fam, inter)
+    tables = A.tables(df, run)
+    assert tuple(tables) == A.TABLES
+    claims = A.claims(tables)
     ids = [c.id for c in claims]
     assert len(ids) == len(set(ids)) and "sop_interaction" in ids
-    changed = inter.copy()
+    changed = tables["interaction"].copy()
     changed.loc[changed.policy == "sop", "interaction"] = -13.0
-    again = {c.id: c for c in A.claims(fr, t6, fam, changed)}
+    again = {c.id: c for c in A.claims({**tables, "interaction": changed})}
     assert again["sop_interaction"].ours == -13.0 and again["sop_interaction"].verdict == "reproduced"
 
 

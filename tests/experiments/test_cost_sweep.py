@@ -49,7 +49,16 @@ def test_orderings_margins_and_swaps_come_from_the_gaps(table):
 
 def test_claims_read_the_table(table):
     _, t = table
-    c = {x.id: x for x in S.claims(t)}
+    c = {x.id: x for x in S.claims({"cost_sweep": t})}
     assert c["ordering_stable"].ours == t.same_as_default.sum()
     flipped = t.assign(gate_ahead=False)
-    assert {x.id: x for x in S.claims(flipped)}["gate_ahead_everywhere"].verdict == "differs"
+    assert {x.id: x for x in S.claims({"cost_sweep": flipped})}["gate_ahead_everywhere"].verdict == "differs"
+
+
+def test_the_table_is_the_orderings_of_the_re_priced_rows(table):
+    run, t = table
+    rows = S.episodes(run)
+    assert len(rows) == 45 and "ordering" not in rows
+    tables = S.tables(rows, run)
+    assert tuple(tables) == S.TABLES
+    pd.testing.assert_frame_equal(tables["cost_sweep"], t)

@@ -43,7 +43,7 @@ def test_ten_plus_episodes_through_the_real_client(run, tmp_path, key, capfd):
     assert row.exact_pct == pytest.approx(100 * replayed["exact"].mean())
     assert row.probe_use_pct == 100.0 and row.premature_pct == pytest.approx(100 * replayed.premature_irreversible.mean())
     assert row.gate_exact_pct == t5.loc["finality_gate", "exact_pct"]
-    claims = {c.id: c for c in M.claims(t5.reset_index())}
+    claims = {c.id: c for c in M.claims({"table5": t5.reset_index()})}
     assert claims["model_exact"].verdict != "not run" and claims["model_exact"].ours == pytest.approx(row.exact_pct)
     fb.publish(t5.reset_index(), "table5", run, to=tmp_path / "tables", bootstrap=False)
     out = capfd.readouterr()
@@ -51,14 +51,16 @@ def test_ten_plus_episodes_through_the_real_client(run, tmp_path, key, capfd):
 
 
 def test_table5_without_endpoint_or_transcripts(run, tmp_path):
-    models = M.model_episodes(run, tmp_path / "nothing")
-    assert models.empty
-    t5 = M.table5(run.evaluate(), models)
+    rows = M.episodes(run, tmp_path / "nothing")  # no model, no endpoint: nothing is asked
+    assert rows["models"].empty and not rows["endpoint"]
+    tables = M.tables(rows, run)
+    t5 = tables["table5"]
     assert list(t5["policy"]) == ["finality_gate"]
-    claims = {c.id: c for c in M.claims(t5)}
+    claims = {c.id: c for c in M.claims(tables)}
     assert {claims[i].verdict for i in ("model_exact", "model_gap", "model_probe_use", "model_premature")} == {"not run"}
     assert claims["gate_subset_exact"].ours == pytest.approx(t5.loc[0, "exact_pct"])
     assert "No model row" in M.notes(t5, run)[0]
+    assert M.meta(tables, fb.PUBLIC_SEED, 30, 12, 0)["models"] == "none" and M.figures(rows, run, tables) == {}
 
 
 def test_stratified_subset_keeps_every_archetype_and_whole_pairs():

@@ -153,20 +153,27 @@ def test_the_reference_is_premature_on_276_of_321_tasks(run):
 
 def test_claims_are_read_from_the_written_table(run, searched, tmp_path):
     tasks, table = searched
-    prem = PS.premature(run.evaluate())
-    fb.publish(table, "plan_search", run, to=tmp_path, bootstrap=False, meta=PS.meta(tasks, 0, prem),
-               notes=PS.notes(table, prem))
+    tables = {"plan_search": table, "premature": PS.premature(run.evaluate())}
+    prem = tables["premature"]
+    meta = PS.meta(run, tables, 0)
+    assert meta["sample"] == len(tasks) and meta["sample_fingerprint"] == Corpus(tasks).fingerprint
+    fb.publish(table, "plan_search", run, to=tmp_path, bootstrap=False, meta=meta, notes=PS.notes(table, prem))
     read = read_table(tmp_path / "plan_search.csv")
     again = PS.read_premature(tmp_path / "plan_search.csv")
     assert again == prem
-    got = {c.id: c for c in PS.claims(read, again)}
-    pd.testing.assert_frame_equal(claims_frame(PS.claims(table, prem)), claims_frame(list(got.values())))
+    got = {c.id: c for c in PS.claims({"plan_search": read, "premature": again})}
+    pd.testing.assert_frame_equal(claims_frame(PS.claims(tables)), claims_frame(list(got.values())))
+    assert claims_frame(PS.claims_from_tables(tmp_path)).equals(claims_frame(list(got.values())))
     assert got["reference_beaten"].ours == (read.gap < -0.005).sum()
     assert got["reference_premature"].ours == pytest.approx(100 * 276 / 321)
     assert got["reference_premature"].verdict == "reproduced"
     assert got["beaten_late_chargeback"].verdict == got["no_double_charge"].verdict == "reproduced"
     md = (tmp_path / "plan_search.md").read_text()
     assert "276 of 321" in md and "late_chargeback" in md
+
+
+def _claims(table, prem):
+    return PS.claims({"plan_search": table, "premature": prem})
 
 
 def test_claims_fail_when_the_table_says_otherwise(searched):
@@ -176,16 +183,16 @@ def test_claims_fail_when_the_table_says_otherwise(searched):
     i = table.index[other][0]
     wrong = table.copy()
     wrong.loc[i, ["gap", "margin", "beaten"]] = [-10.0, 10.0, True]  # a beaten task of another archetype
-    got = {c.id: c for c in PS.claims(wrong, prem)}
+    got = {c.id: c for c in _claims(wrong, prem)}
     assert got["beaten_late_chargeback"].verdict == "differs"
     assert got["reference_beaten"].ours == table.beaten.sum() + 1
     assert "(every beaten task is late_chargeback) does not hold" in got["reference_beaten"].basis
     twice = table.copy()
     twice.loc[twice.beaten, "double_charge"] = True
-    assert {c.id: c for c in PS.claims(twice, prem)}["no_double_charge"].verdict == "differs"
+    assert {c.id: c for c in _claims(twice, prem)}["no_double_charge"].verdict == "differs"
     gain = table.copy()
     gain.loc[i, "double_charge_gain"] = 100.0
-    assert {c.id: c for c in PS.claims(gain, prem)}["no_double_charge"].verdict == "differs"
+    assert {c.id: c for c in _claims(gain, prem)}["no_double_charge"].verdict == "differs"
     low = {"premature": 100, "episodes": 321, "pct": 100 * 100 / 321}
-    assert {c.id: c for c in PS.claims(table, low)}["reference_premature"].verdict == "differs"
-    assert dataclasses.asdict(PS.claims(table, prem)[0])["experiment"] == "plan_search"
+    assert {c.id: c for c in _claims(table, low)}["reference_premature"].verdict == "differs"
+    assert dataclasses.asdict(_claims(table, prem)[0])["experiment"] == "plan_search"

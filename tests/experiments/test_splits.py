@@ -19,7 +19,6 @@ from finbench.sim.splitseeds import regenerated_seeds, split_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 N_SPLITS = 3
-HEADLINE = {"table2": H.table2, "table3": H.table3, "table3_gap": H.table3_gap, "claims": H.claims}
 
 
 # --- split seeds -----------------------------------------------------------------------
@@ -55,7 +54,7 @@ def test_split_seeds_refuse_bad_counts(bad):
 @pytest.fixture(scope="module")
 def small():
     run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=60, cache=False)
-    values, verdicts = S.across(run, split_seeds(N_SPLITS), **HEADLINE)
+    values, verdicts = S.across(run, split_seeds(N_SPLITS), H)
     return run, values, verdicts
 
 
@@ -68,19 +67,19 @@ def test_every_corpus_holds_table2_and_the_headline_claims(small):
     for s, fp in values.drop_duplicates("split")[["master_seed", "corpus"]].itertuples(index=False):
         assert fp == fb.make_corpus(int(s), 30).fingerprint
     assert (values.groupby("split").policy.apply(list) == [list(fb.POLICIES)] * (N_SPLITS + 2)).all()
-    ids = [c.id for c in H.claims(*_tables(run))]
+    ids = [c.id for c in H.claims(_tables(run))]
     assert (verdicts.groupby("split").id.apply(list) == [ids] * (N_SPLITS + 2)).all()
 
 
 def _tables(run):
     df = run.evaluate()
-    return H.table2(df, run), H.table3(df), H.table3_gap(df)
+    return {"table2": H.table2(df, run), "table3": H.table3(df), "table3_gap": H.table3_gap(df)}
 
 
 def _direct(run, seed):
     r = run if seed is None else run.replace(corpus=fb.make_corpus(seed, len(run.corpus)))
-    t2, t3, t3g = _tables(r)
-    return t2, claims_frame(H.claims(t2, t3, t3g)).set_index("id")
+    tables = _tables(r)
+    return tables["table2"], claims_frame(H.claims(tables)).set_index("id")
 
 
 def test_per_claim_counts_equal_a_direct_recount(small):
@@ -131,31 +130,43 @@ def test_further_claims_join_on_every_corpus_under_their_experiment():
     run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=20, cache=False)
     calls = []
 
-    def extra(df, r):
-        calls.append(r.corpus.fingerprint)
-        return [qualitative("other", "gate_exact", "a claim sharing an id with the headline's",
-                                      bool(df.exact.mean() > 0), "m", source="tables/x.csv")]
+    class Other:
+        """An experiment of the shared shape: tables from the rows, claims from the tables."""
 
-    _, verdicts = S.across(run, split_seeds(1), **HEADLINE, also={"other": extra})
+        @staticmethod
+        def tables(df, r):
+            calls.append(r.corpus.fingerprint)
+            return {"t": df}
+
+        @staticmethod
+        def claims(tables):
+            return [qualitative("other", "gate_exact", "a claim sharing an id with the headline's",
+                                bool(tables["t"].exact.mean() > 0), "m", source="tables/x.csv")]
+
+    _, verdicts = S.across(run, split_seeds(1), H, also=(Other,))
     assert len(calls) == 3 and len(set(calls)) == 3
     counts = S.claim_counts(verdicts)
     assert counts[counts.experiment == "other"].id.tolist() == ["gate_exact"]
-    assert counts.groupby("experiment").size().to_dict() == {"headline": len(H.claims(*_tables(run))), "other": 1}
-    ids = [c.id for c in S.claims(counts)]
+    assert counts.groupby("experiment").size().to_dict() == {"headline": len(H.claims(_tables(run))), "other": 1}
+    ids = [c.id for c in S.claims({"splits_claims": counts})]
     assert "other.gate_exact" in ids and "headline.gate_exact" in ids
 
 
 def test_a_claim_whose_number_is_not_its_table_cell_is_refused():
     run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=20, cache=False)
 
-    def shifted(t2, t3, t3g):
-        return [c if c.id != "gate_exact" else c.__class__(**{**c.__dict__, "ours": c.ours + 1})
-                for c in H.claims(t2, t3, t3g)]
+    class Shifted:
+        tables = staticmethod(H.tables)
+
+        @staticmethod
+        def claims(tables):
+            return [c if c.id != "gate_exact" else c.__class__(**{**c.__dict__, "ours": c.ours + 1})
+                    for c in H.claims(tables)]
 
     with pytest.raises(ValueError, match="gate_exact"):
-        S.across(run, split_seeds(1), **{**HEADLINE, "claims": shifted})
+        S.across(run, split_seeds(1), Shifted)
     with pytest.raises(ValueError, match="distinct"):
-        S.across(run, [C.REGEN_SEED, C.REGEN_SEED], **HEADLINE)
+        S.across(run, [C.REGEN_SEED, C.REGEN_SEED], H)
 
 
 def test_claims_across_corpora_follow_the_majority():
@@ -170,7 +181,7 @@ def test_claims_across_corpora_follow_the_majority():
     counts = pd.DataFrame([row(id="a", reproduced=3, differs=2), row(id="b", reproduced=2, same_direction=1,
                                                                       differs=2),
                            row(id="c", reproduced=2, differs=3), row(id="d", not_run=5)])
-    got = {c.id: c.verdict for c in S.claims(counts)}
+    got = {c.id: c.verdict for c in S.claims({"splits_claims": counts})}
     assert got == {"headline.a": "reproduced", "headline.b": "same direction", "headline.c": "differs",
                    "headline.d": "not run"}
 

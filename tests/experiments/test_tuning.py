@@ -33,13 +33,12 @@ def _parameters() -> dict:
 @pytest.fixture(scope="module")
 def small():
     run = fb.Run.make(n_tasks=30, seeds=range(2), policies=T.policies(POLLS, PATIENCES), n_boot=100, cache=False)
-    public = run.evaluate()
-    grid = T.grid_table(public, run, POLLS, PATIENCES)
-    best = T.best(grid)
-    regen = T.regenerated(run, best, T.CONTROL, split_seeds(N_SPLITS))
-    per_split = T.splits_table(public, regen, best, T.CONTROL)
-    t7 = T.table7(public, regen, run, best, T.CONTROL, per_split)
-    return run, public, grid, best, regen, per_split, t7
+    rows = T.episodes(run, POLLS, PATIENCES, split_seeds(N_SPLITS))
+    tables = T.tables(rows, run)
+    assert list(tables) == list(T.TABLES) and T.figures(rows, run, tables) == {}
+    public, grid, regen = rows["public"], tables["tuning_grid"], rows["regen"]
+    assert grid.equals(T.grid_table(public, run, POLLS, PATIENCES))
+    return run, public, grid, T.best(grid), regen, tables["tuning_splits"], tables["table7"]
 
 
 def test_the_notebook_grid_covers_at_least_five_by_five_distinct_configurations():
@@ -136,6 +135,13 @@ def test_degradation_is_regenerated_minus_public(small):
     assert t7.set_index("role").loc["tuned", "splits_beats_default"] == per_split.tuned_beats_default.sum()
 
 
+def test_the_stamp_names_the_splits_the_tuned_choice_and_the_control(small):
+    _, _, grid, best, _, per_split, t7 = small
+    meta = T.meta({"tuning_grid": grid, "table7": t7, "tuning_splits": per_split})
+    assert meta["tuned"] == best and meta["control"] == "react" and meta["further_splits"] == N_SPLITS
+    assert meta["regenerated"] == f"{per_split.corpus[0]} (master seed {C.REGEN_SEED})"
+
+
 def test_public_interval_is_the_bootstrap_of_the_grid(small):
     _, _, grid, best, _, _, t7 = small
     g, t = grid.set_index("policy").loc[best], t7.set_index("role").loc["tuned"]
@@ -144,7 +150,8 @@ def test_public_interval_is_the_bootstrap_of_the_grid(small):
 
 def test_claims_are_computed_from_the_tables(small):
     _, _, grid, _, _, per_split, t7 = small
-    claims = {c.id: c for c in T.claims(grid, t7, per_split)}
+    tables = {"tuning_grid": grid, "table7": t7, "tuning_splits": per_split}
+    claims = {c.id: c for c in T.claims(tables)}
     t = t7.set_index("role")
     assert claims["tuned_degradation"].paper == 37.48 and claims["control_degradation"].paper == 3.85
     assert claims["tuned_degradation"].ours == pytest.approx(t.loc["tuned", "degradation"])

@@ -14,8 +14,10 @@ from finbench.experiments import twins as T
 @pytest.fixture(scope="module")
 def small():
     run = fb.Run.make(n_tasks=60, seeds=range(2), n_boot=100, cache=False)
-    df = run.evaluate()
-    return run, df, T.table4(df, run)
+    df = T.episodes(run)
+    tables = T.tables(df, run)
+    assert tuple(tables) == T.TABLES
+    return run, df, tables["table4"]
 
 
 def test_one_row_per_policy_in_order_over_every_pair(small):
@@ -116,7 +118,7 @@ def test_rankings_and_their_disagreements(small):
 
 def test_claims_are_valid_records_read_from_the_table(small):
     _, _, t4 = small
-    cl = T.claims(t4)
+    cl = T.claims({"table4": t4})
     ids = [c.id for c in cl]
     assert len(ids) == len(set(ids)) == 8
     assert all(c.verdict in VERDICTS and c.experiment == "twins" and c.source == "tables/table4.csv" for c in cl)
@@ -133,20 +135,20 @@ def test_claims_are_valid_records_read_from_the_table(small):
     i = edited.index[edited.policy == "optimistic"][0]
     edited.loc[i, "paired_loss"] = 253.53
     edited.loc[i, "exact_pct"] = 0.0
-    after = {c.id: c for c in T.claims(edited)}
+    after = {c.id: c for c in T.claims({"table4": edited})}
     assert after["optimistic_paired_loss"].ours == 253.53
     assert after["optimistic_paired_loss"].verdict == "reproduced"
     assert after["optimistic_second_by_accuracy"].holds is False
     assert after["optimistic_second_by_accuracy"].verdict == "differs"
     assert after["rank_disagreements"].ours == T.rankings(edited)["disagreements"]
     edited.loc[i, "paired_loss"] = 10_000.0
-    worst = {c.id: c for c in T.claims(edited)}["optimistic_paired_loss"]
+    worst = {c.id: c for c in T.claims({"table4": edited})}["optimistic_paired_loss"]
     assert worst.verdict == "same direction" and "holds" in worst.basis
 
 
 def test_claims_without_their_policies_are_not_run(small):
     _, _, t4 = small
-    cl = T.claims(t4[~t4.policy.isin(["optimistic", "finality_gate"])])
+    cl = T.claims({"table4": t4[~t4.policy.isin(["optimistic", "finality_gate"])]})
     by = {c.id: c.verdict for c in cl}
     for id in ("optimistic_second_by_accuracy", "optimistic_worst_paired_loss", "optimistic_paired_loss",
                "optimistic_fail_half", "gate_paired_loss", "optimistic_premature_twins"):
@@ -161,7 +163,7 @@ def test_markdown_and_notes(small):
     opt = md.set_index("policy").loc["optimistic", "paired loss $"]
     row = t4.set_index("policy").loc["optimistic"]
     assert opt == f"{row.paired_loss:.2f} [{row.paired_lo:.2f}, {row.paired_hi:.2f}]"
-    notes = "\n".join(T.table4_notes(t4, T.claims(t4)))
+    notes = "\n".join(T.table4_notes(t4, T.claims({"table4": t4})))
     r = T.rankings(t4)
     assert f"disagree in {r['disagreements']} of {len(t4)} places" in notes
     assert ", ".join(r["by_paired_loss"]) in notes and "Claims of the paper" in notes
