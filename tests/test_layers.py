@@ -9,7 +9,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "finbench"
 # each layer may import itself, the ones listed before it, and the shared errors
 ORDER = ("sim", "grading", "agents", "running", "analysis", "experiments")
-SHARED = {"finbench.errors"}
+SHARED = {"finbench.errors", "finbench.files"}
 
 
 def _modules() -> dict[str, Path]:

@@ -1,4 +1,6 @@
 """CI's stale-output check (issue 13): regenerated files that differ from the committed ones fail, by name."""
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,3 +64,52 @@ def test_outside_a_checkout_the_error_says_so(tmp_path):
     with pytest.raises(RuntimeError, match="git status failed"):
         stale(tmp_path)
     assert "tables" in OUTPUTS and "figures" in OUTPUTS
+
+
+def _pipeline(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "finbench.pipeline", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, **kw)
+
+
+@pytest.mark.parametrize("args, status, line", [
+    (["00_corpus", "01_headlin"], 64, r"pipeline: NAME must be a notebook, one of 00_corpus, 01_headline, .*, "
+                                      r"got '01_headlin'"),
+    (["01_headlin", "00_corpus"], 64, r"pipeline: NAME must be a notebook, .*got '01_headlin'"),
+    ([""], 64, r"pipeline: NAME must be a notebook, .*got ''"),
+    (["--chek"], 64, r"pipeline: an option must be --check \[ROOT\] or --help, first, got '--chek'"),
+    (["00_corpus", "--check"], 64, r"pipeline: an option must be --check \[ROOT\] or --help, first, got '--check'"),
+    (["--check", "a", "b"], 64, r"pipeline --check: the arguments must be at most one folder \(ROOT\), "
+                                r"got \['a', 'b'\]"),
+    (["--check", "/nonexistent"], 66, r"pipeline --check: ROOT must be an existing folder \(a checkout of the "
+                                      r"repository\), got '/nonexistent'"),
+    (["--check", __file__], 66, r"pipeline --check: ROOT must be an existing folder .*got '.*test_pipeline.py'"),
+])
+def test_bad_arguments_exit_with_one_line_and_run_nothing(args, status, line):
+    out = _pipeline(*args)
+    assert out.returncode == status, out.stderr
+    assert out.stdout == ""  # no notebook ran: each one prints its time
+    assert re.fullmatch(line + "\n", out.stderr), out.stderr  # one line, no traceback
+
+
+def test_a_folder_that_is_not_a_checkout_exits_66_naming_git_s_error(tmp_path):
+    out = _pipeline("--check", str(tmp_path), env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)})
+    assert out.returncode == 66 and "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"pipeline --check: git status failed in {tmp_path}: ")
+    assert len(out.stderr.splitlines()) == 1
+
+
+def test_without_git_check_exits_69(tmp_path):
+    out = _pipeline("--check", str(tmp_path), env={**os.environ, "PATH": str(tmp_path)})
+    assert out.returncode == 69 and out.stderr.startswith("pipeline --check: cannot run git")
+
+
+def test_stale_refuses_a_missing_folder_naming_it():
+    from finbench.errors import FinbenchError
+
+    with pytest.raises(FinbenchError, match="^pipeline --check: ROOT must be an existing folder .*got '/nonexistent'$"):
+        stale("/nonexistent")
+
+
+def test_help_exits_0():
+    out = _pipeline("--help")
+    assert out.returncode == 0 and out.stdout.startswith("usage: python -m finbench.pipeline")

@@ -12,7 +12,9 @@ An action is one tool call as a language model writes it: a JSON object with
 Anything else (not JSON, an unknown tool, wrong arguments) is answered with an
 error observation and costs a call, exactly as `FinalityEnv.step` does for a
 bad call; the episode therefore always ends, by a disposition or by the call
-budget. The reward is 0 until the case ends, then minus the gap to the
+budget. Every observation is inside `observation_space`: a string the caller
+supplied that the environment echoes (a 20 KB tool name, say) is cut short,
+marked with its length, so the JSON text fits `MAX_TEXT`. The reward is 0 until the case ends, then minus the gap to the
 privileged reference (0 is the best possible; the position itself is in
 `info["position"]`).
 """
@@ -24,6 +26,7 @@ import string
 import gymnasium
 from gymnasium import spaces
 
+from finbench.errors import bad, check_choice, check_int, show
 from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
 from finbench.sim.env import FinalityEnv, reference_position
@@ -32,10 +35,42 @@ from finbench.agents.llm import NO_TOOL
 
 MAX_TEXT = 16384
 CHARSET = string.printable
+_RESET_OPTIONS = ("task_id", "fault_seed")
+_CLIPS = (1024, 256, 64, 16)  # the longest string kept, tried in turn until the text fits MAX_TEXT
 
 
 def _text(obj: dict) -> str:
+    # ensure_ascii (the default) escapes every character outside ' '..'~', so the
+    # text is always within CHARSET; only its length needs watching
     return json.dumps(obj, sort_keys=True)
+
+
+def _clip(value, limit: int):
+    """`value` with every string longer than `limit` characters cut to `limit`, saying how long it was."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else f"{value[:limit]}... ({len(value)} characters)"
+    if isinstance(value, dict):
+        return {_clip(k, limit) if isinstance(k, str) else k: _clip(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clip(v, limit) for v in value]
+    return value
+
+
+def _fit(obs: dict) -> tuple[dict, str]:
+    """(observation, its JSON text) with the text inside the observation space: long strings
+    are cut short; should that not do, an error observation keeping the clock and the budget."""
+    text = _text(obs)
+    for limit in _CLIPS:
+        if len(text) <= MAX_TEXT:
+            return obs, text
+        obs = _clip(obs, limit)
+        text = _text(obs)
+    if len(text) <= MAX_TEXT:
+        return obs, text
+    size = len(text)
+    obs = {k: obs[k] for k in ("t", "calls_left", "note", "done") if isinstance(obs.get(k), (int, str))}
+    obs["error"] = f"the observation ({size} characters of JSON) does not fit the observation space ({MAX_TEXT})"
+    return obs, _text(obs)
 
 
 class FinalityGym(gymnasium.Env):
@@ -58,25 +93,56 @@ class FinalityGym(gymnasium.Env):
                  max_fault_seed: int = 5):
         if corpus is None:
             corpus = corpus_for()
+        if not isinstance(corpus, Corpus) or not len(corpus):
+            raise bad("FinalityGym", "corpus", corpus, "a Corpus with at least one task (make_corpus, load_corpus)")
         self.corpus = corpus
         self.profile = profile if profile is not None else FaultProfile.default()
         self.costs = costs if costs is not None else Costs()
-        self.max_fault_seed = int(max_fault_seed)
+        if not isinstance(self.profile, FaultProfile):
+            raise bad("FinalityGym", "profile", profile, "a FaultProfile")
+        if not isinstance(self.costs, Costs):
+            raise bad("FinalityGym", "costs", costs, "a Costs")
+        self.max_fault_seed = check_int("FinalityGym", "max_fault_seed", max_fault_seed, 1)
+        self._by_id = {t.task_id: t for t in corpus.tasks}
         self.observation_space = spaces.Text(max_length=MAX_TEXT, min_length=1, charset=CHARSET)
         self.action_space = spaces.Text(max_length=1024, min_length=1, charset=CHARSET)
         self._env: FinalityEnv | None = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        options = options or {}
+        """Start an episode: `(observation, info)`.
+
+        Raises:
+            FinbenchError: `options` is not a dict of `task_id` (a task id of the
+                corpus) and `fault_seed` (an integer >= 0), or `seed` is neither
+                None nor an integer >= 0.
+        """
+        where = "FinalityGym.reset"
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):
+            raise bad(where, "options", options, "a dict (keys: task_id, fault_seed) or None")
+        for key in options:
+            check_choice(where, "an options key", key, _RESET_OPTIONS)
+        if seed is not None:
+            seed = check_int(where, "seed", seed, 0)
+        task = None
         if "task_id" in options:
-            task = self.corpus[options["task_id"]]
-        else:
+            task_id = options["task_id"]
+            task = self._by_id.get(task_id) if isinstance(task_id, str) else None
+            if task is None:
+                raise bad(where, "options['task_id']", task_id,
+                          f"a task id of the corpus (e.g. {self.corpus.tasks[0].task_id!r})")
+        fault_seed = None
+        if "fault_seed" in options:
+            fault_seed = check_int(where, "options['fault_seed']", options["fault_seed"], 0)
+        super().reset(seed=seed)
+        if task is None:
             task = self.corpus.tasks[int(self.np_random.integers(len(self.corpus)))]
-        fault_seed = int(options.get("fault_seed", self.np_random.integers(self.max_fault_seed)))
+        if fault_seed is None:
+            fault_seed = int(self.np_random.integers(self.max_fault_seed))
         self._env = FinalityEnv(task, fault_seed, self.profile, self.costs)
-        brief = self._env.reset()
-        return _text(brief), {"observation": brief, "calls_left": brief["calls_left"], "task_id": task.task_id}
+        brief, text = _fit(self._env.reset())
+        return text, {"observation": brief, "calls_left": self._env.calls_left, "task_id": task.task_id}
 
     def step(self, action):
         if self._env is None:
@@ -86,6 +152,7 @@ class FinalityGym(gymnasium.Env):
         if problem is not None:
             obs.pop("result", None)
             obs["error"] = problem
+        obs, text = _fit(obs)
         info = {"observation": obs, "calls_left": self._env.calls_left}
         reward = 0.0
         terminated = bool(self._env.done)
@@ -93,19 +160,41 @@ class FinalityGym(gymnasium.Env):
             res = self._env.result("gym", reference_position(self._env.task, self._env.costs))
             reward = -float(res.gap)
             info.update(position=res.position, gap=res.gap, exact=res.exact, disposition=res.disposition)
-        return _text(obs), reward, terminated, False, info
+        return text, reward, terminated, False, info
 
     @staticmethod
     def _parse(action) -> tuple[str, dict, str | None]:
-        """(tool, args, an error text or None) from a tool call given as JSON text or a dict."""
+        """(tool, args, an error text or None) from a tool call given as JSON text or a dict.
+
+        Never raises: whatever `action` is, a call that cannot be made comes back as
+        `(NO_TOOL, {}, why)`, and `step` answers it with an error observation."""
         try:
-            call = json.loads(action) if isinstance(action, (str, bytes)) else action
-            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-                raise ValueError('expected {"name": ..., "arguments": {...}}')
+            call = _loads(action, "the action") if isinstance(action, (str, bytes, bytearray)) else action
+            if not isinstance(call, dict):
+                raise ValueError('expected {"name": ..., "arguments": {...}}, got ' + _kind(call))
+            if not isinstance(call.get("name"), str):
+                raise ValueError(f'"name" must be a string, got {show(call.get("name"))}')
             args = call.get("arguments", {})
-            args = json.loads(args) if isinstance(args, str) else args
+            args = _loads(args, "arguments") if isinstance(args, (str, bytes, bytearray)) else args
             if not isinstance(args, dict):
-                raise ValueError("arguments are not a JSON object")
-            return call["name"], args, None
-        except (ValueError, TypeError) as e:
+                raise ValueError("arguments are not a JSON object, got " + _kind(args))
+            odd = next((k for k in args if not isinstance(k, str)), None)
+            if odd is not None:
+                raise ValueError(f"argument names must be strings, got {show(odd)}")
+            return call["name"], dict(args), None
+        except Exception as e:  # noqa: BLE001 - the documented contract: any action is an error observation
             return NO_TOOL, {}, f"not a tool call: {e}"
+
+
+def _loads(text, what: str):
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{what} nest(s) too deeply to read") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} is not UTF-8 text") from None
+
+
+def _kind(value) -> str:
+    return f"a JSON {type(value).__name__}" if isinstance(value, (list, str, int, float, bool, type(None))) \
+        else f"a {type(value).__name__}"

@@ -30,6 +30,7 @@ from finbench.sim import constants as C
 from finbench.errors import FinbenchError, PolicyError, bad, check_int
 from finbench.agents.policies import Policy
 from finbench.agents.registry import PolicyRef, policy_label, register_policy
+from finbench.sim.tools import DISPOSITIONS
 
 NAME = "plan"
 
@@ -52,7 +53,7 @@ RETRIES: dict[str, str | None] = {"none": None, "original": C.ORIGINAL_KEY, "fre
 capture), or a fresh key (a new capture: it double-charges an order whose
 original capture settles)."""
 
-ACTIONS: tuple[str, ...] = ("ship", "refund", "write_off", "escalate", "close")
+ACTIONS: tuple[str, ...] = DISPOSITIONS  # one terminal action: any of the five dispositions
 """The five terminal dispositions (SPEC §4)."""
 
 N_PLANS = len(WAITS) * len(RETRIES) * len(WAITS) * len(ACTIONS)  # 1,215

@@ -32,6 +32,15 @@ class Policy:
         return tool, {"order_id": self.order, **args}
 
 
+def knob(policy: str, name: str, value: object, lo: int, hi: int) -> int:
+    """A policy's integer knob in [lo, hi], or a `PolicyError` naming the policy and knob
+    (a label such as "finality_gate[wait=abc]" fails here, before any episode)."""
+    try:
+        return check_int(policy, name, value, lo, hi)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
+
+
 class Routine(Policy):
     """A policy written as a generator of calls; it receives each observation."""
 
@@ -128,7 +137,7 @@ class Optimistic(Routine):
     trusted = True
 
     def __init__(self, poll_interval: int = 30):
-        self.poll_interval = poll_interval
+        self.poll_interval = knob(self.name, "poll_interval", poll_interval, 1, C.MAX_WAIT)
 
     def run(self):
         while True:
@@ -181,7 +190,7 @@ class MajorityVote(Routine):
     trusted = True
 
     def __init__(self, wait: int = 75):
-        self.wait_ticks = wait
+        self.wait_ticks = knob(self.name, "wait", wait, 1, C.MAX_WAIT)
 
     def run(self):
         while True:
@@ -223,9 +232,9 @@ class SOP(Routine):
     FALLBACKS = ("bank", "refund")
 
     def __init__(self, poll_interval: int = 30, patience: int = 180, fallback: str = "bank"):
+        self.poll_interval = knob("sop", "poll_interval", poll_interval, 1, C.MAX_WAIT)
+        self.patience = knob("sop", "patience", patience, 0, C.HORIZON)
         try:
-            self.poll_interval = check_int("sop", "poll_interval", poll_interval, 1, C.MAX_WAIT)
-            self.patience = check_int("sop", "patience", patience, 0, C.HORIZON)
             self.fallback = check_choice("sop", "fallback", fallback, self.FALLBACKS)
         except ValueError as e:
             raise PolicyError(str(e)) from None
@@ -263,7 +272,7 @@ class ReAct(Routine):
     pause = 0  # reflection re-reads after this many ticks before anything irreversible
 
     def __init__(self, wait: int = 30):
-        self.wait_ticks = wait
+        self.wait_ticks = knob(self.name, "wait", wait, 1, C.MAX_WAIT)
 
     def observe(self, track):
         obs = yield self.call("read_processor")
@@ -315,7 +324,7 @@ class Reflection(ReAct):
 
     def __init__(self, wait: int = 30, pause: int = 10):
         super().__init__(wait)
-        self.pause = pause
+        self.pause = knob(self.name, "pause", pause, 0, C.MAX_WAIT)
 
 
 # --- 8. the finality gate -------------------------------------------------------------------
@@ -327,7 +336,7 @@ class FinalityGate(Routine):
     trusted = True
 
     def __init__(self, wait: int = 25):
-        self.wait_ticks = wait
+        self.wait_ticks = knob(self.name, "wait", wait, 1, C.MAX_WAIT)
 
     def run(self):
         track, retried = C.ORIGINAL_CAPTURE, False

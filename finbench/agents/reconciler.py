@@ -29,7 +29,7 @@ It is registered with `register_policy`, not among SPEC's nine.
 from __future__ import annotations
 
 from finbench.sim import constants as C
-from finbench.agents.policies import Routine
+from finbench.agents.policies import Routine, knob
 from finbench.agents.registry import register_policy
 
 EPS = 0.005
@@ -76,8 +76,8 @@ class Reconciler(Routine):
     name = "reconciler"
 
     def __init__(self, wait: int = 45, confirm: int = 2):
-        self.wait_ticks = wait
-        self.confirm = confirm
+        self.wait_ticks = knob(self.name, "wait", wait, 1, C.MAX_WAIT)
+        self.confirm = knob(self.name, "confirm", confirm, 1, len(C.SYSTEMS))
 
     def run(self):
         track, original, retried = C.ORIGINAL_CAPTURE, True, False

@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from finbench.errors import PolicyError
+from finbench.errors import PolicyError, show
+from finbench.agents.identity import identity, packaged
 from finbench.agents.policies import POLICIES
 
 DEFAULT_POLICIES: tuple[str, ...] = tuple(POLICIES)
@@ -34,6 +35,10 @@ REGISTRY: dict[str, Callable[..., Any]] = dict(POLICIES)
 _HOME: dict[str, str | None] = {}
 """The module that registered each extra name: a worker process that never imported it
 imports it before making the policy (registration happens at import)."""
+
+PACKAGED: dict[str, str] = {"reconciler": "finbench.agents.reconciler", "plan": "finbench.agents.plans"}
+"""Policies the package ships beyond the nine, by the module that registers them: a label
+names them without importing anything first (the module is imported on first use)."""
 
 _LABEL = re.compile(r"^(?P<name>[A-Za-z_][\w.-]*)(?:\[(?P<knobs>[^\[\]]*)\])?$")
 
@@ -101,8 +106,11 @@ def get_policy(name: str, **knobs) -> Any:
     Raises:
         PolicyError: unknown name, or a knob the policy does not take.
     """
+    if name not in REGISTRY and name in PACKAGED:
+        importlib.import_module(PACKAGED[name])  # registers it (it imports this module: not at the top)
     if name not in REGISTRY:
-        raise PolicyError(f"unknown policy {name!r}; valid: {', '.join(REGISTRY)}")
+        valid = [*REGISTRY, *sorted(set(PACKAGED) - set(REGISTRY))]
+        raise PolicyError(f"unknown policy {name!r}; valid: {', '.join(valid)}")
     try:
         return REGISTRY[name](**knobs)
     except PolicyError:
@@ -136,17 +144,27 @@ class PolicyRef:
     def named(cls, name: str, knobs: dict | None = None) -> PolicyRef:
         """A registered policy by name and knobs (checked now, not in the first episode)."""
         knobs = dict(knobs or {})
+        odd = [k for k in knobs if not (isinstance(k, str) and k.isidentifier())]
+        if odd:
+            raise PolicyError(f"knobs of {name!r} must be named by identifiers, got {', '.join(map(show, odd))}")
         get_policy(name, **knobs)  # fail early and clearly
         label = policy_label(name, knobs)
-        return cls(label, _Named(name, tuple(sorted(knobs.items())), _HOME.get(name)), cache_id=f"registry:{label}",
-                   builtin=True)
+        cid = f"registry:{label}"
+        factory = REGISTRY[name]
+        if not packaged(factory):  # a user's registered factory plays what its content says, whatever its name
+            own = identity(factory)
+            cid = None if own is None else f"{cid}:{own}"
+        return cls(label, _Named(name, tuple(sorted(knobs.items())), _HOME.get(name)), cache_id=cid, builtin=True)
 
     @classmethod
     def of(cls, obj: Any, label: str | None = None, cache_id: str | None = None) -> PolicyRef:
         """A user's policy: a class, a factory, or an object (deep-copied per episode).
 
         The label defaults to the policy's `name` attribute, else its class or
-        function name; the cache identity to its `cache_id` attribute, if any.
+        function name. The cache identity is built from what the policy would
+        play (`finbench.agents.identity`: source, code, state), salted by
+        `cache_id` (the argument, else the policy's `cache_id` attribute) so a
+        user can bump it; None (never cached) when no stable identity exists.
         """
         if isinstance(obj, PolicyRef):
             return obj
@@ -155,6 +173,12 @@ class PolicyRef:
             probe = obj()  # one instance now: a bad factory fails here, named, not mid-run
         elif hasattr(obj, "act") and hasattr(obj, "begin"):
             factory, probe = _Copies(obj), obj
+            try:  # every episode plays a deep copy: one that cannot be made fails here, not mid-run
+                copy.deepcopy(obj)
+            except Exception as e:  # noqa: BLE001 - whatever deepcopy raises, the remedy is the same
+                raise PolicyError(f"policy object {show(obj)} cannot be deep-copied ({e}); each episode plays a "
+                                  "fresh copy, so pass its class or a factory (a function returning a fresh "
+                                  "policy) instead") from None
         else:
             raise PolicyError(f"not a policy: {obj!r}; give a name, (name, knobs), a class, a factory "
                               "or an object with begin(brief) and act(observation)")
@@ -164,8 +188,10 @@ class PolicyRef:
             own = getattr(probe, "name", None)
             label = own if isinstance(own, str) and own and own != "policy" else (
                 getattr(obj, "__name__", None) or type(probe).__name__)
-        cid = cache_id if cache_id is not None else getattr(probe, "cache_id", None)
-        return cls(str(label), factory, cache_id=None if cid is None else f"user:{label}:{cid}")
+        salt = cache_id if cache_id is not None else getattr(probe, "cache_id", None)
+        own = identity(obj)
+        cid = None if own is None else f"user:{label}:{own}" + ("" if salt is None else f":{salt}")
+        return cls(str(label), factory, cache_id=cid)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from finbench.sim import constants as C
 from finbench.errors import FinbenchError, show
 from finbench.sim.faults import FaultProfile
 from finbench.grading import CHECKS, grade_trace
-import finbench.agents.reconciler  # noqa: F401 - registers the name "reconciler"
 from finbench.agents.registry import DEFAULT_POLICIES, as_ref, policy_order
 from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT, ProbeMode
 from finbench.running.run import Run

@@ -27,7 +27,7 @@ import pandas as pd
 _BOOTSTRAP_KEY = int.from_bytes(hashlib.sha256(b"finbench/bootstrap").digest()[:4], "big")
 
 
-def _require(df: pd.DataFrame, columns: Iterable[str]) -> None:
+def require(df: pd.DataFrame, columns: Iterable[str]) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise KeyError(f"results table lacks column(s) {missing}; it has {list(df.columns)}")
@@ -61,7 +61,7 @@ def pass_hat_k(df: pd.DataFrame, k: int, by: str | Sequence[str] = "policy") -> 
             (group, task, seed) appears twice.
     """
     by = _as_list(by)
-    _require(df, [*by, "task_id", "seed", "exact"])
+    require(df, [*by, "task_id", "seed", "exact"])
     k = int(k)
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -110,23 +110,32 @@ def pass_k_curve(
 def exact_rate(df: pd.DataFrame, by: str | Sequence[str] = "policy") -> pd.Series:
     """Share of episodes that are exact (gap <= $0.005), per group."""
     by = _as_list(by)
-    _require(df, [*by, "exact"])
+    require(df, [*by, "exact"])
     return df["exact"].astype(float).groupby([df[c] for c in by], sort=True).mean().rename("exact")
 
 
 def mean_gap(df: pd.DataFrame, by: str | Sequence[str] = "policy") -> pd.Series:
     """Mean excess loss in dollars, per group."""
     by = _as_list(by)
-    _require(df, [*by, "gap"])
+    require(df, [*by, "gap"])
     return df["gap"].astype(float).groupby([df[c] for c in by], sort=True).mean().rename("mean_gap")
 
 
 def premature_rate(df: pd.DataFrame, by: str | Sequence[str] = "policy") -> pd.Series:
     """Share of episodes with an irreversible action before determination, per group."""
     by = _as_list(by)
-    _require(df, [*by, "premature_irreversible"])
+    require(df, [*by, "premature_irreversible"])
     col = df["premature_irreversible"].astype(float)
     return col.groupby([df[c] for c in by], sort=True).mean().rename("premature_irreversible")
+
+
+def privileged(df: pd.DataFrame, order) -> list[bool]:
+    """Per policy in `order`, whether its episodes were told the resolution (the rows' `privileged`):
+    such a policy is never compared as unprivileged. Rows without the column: only the reference."""
+    if "privileged" not in df.columns:
+        return [p == "finality_oracle" for p in order]
+    told = df.groupby("policy")["privileged"].any()
+    return [bool(told.get(p, False)) for p in order]
 
 
 def summary_table(df: pd.DataFrame, k: int = 5) -> pd.DataFrame:
@@ -141,7 +150,7 @@ def summary_table(df: pd.DataFrame, k: int = 5) -> pd.DataFrame:
         ``mean_gap``, ``pass^{k}`` and ``premature_irreversible`` (rates as
         fractions, gap in dollars).
     """
-    _require(df, ["policy"])
+    require(df, ["policy"])
     return pd.concat(
         [
             df.groupby("policy", sort=True).size().rename("n_episodes"),
@@ -227,7 +236,7 @@ def _resampled_ratio(num: np.ndarray, den: np.ndarray, idx: np.ndarray) -> np.nd
 def _prepare(
     df: pd.DataFrame, value: str, policies: Sequence[str] | None, n_boot: int, seed: int
 ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    _require(df, ["policy", "unit", "task_id", "seed", value])
+    require(df, ["policy", "unit", "task_id", "seed", value])
     present = sorted(df["policy"].unique())
     if policies is None:
         policies = present
@@ -350,7 +359,7 @@ def bootstrap_diff_table(
         A DataFrame indexed by policy with ``estimate``, ``lo``, ``hi`` of
         mean(policy) - mean(baseline); the baseline's own row is zero.
     """
-    _require(df, ["policy"])
+    require(df, ["policy"])
     if policies is None:
         policies = sorted(df["policy"].unique())
     policies = list(policies)
@@ -363,81 +372,5 @@ def bootstrap_diff_table(
         lo, hi = _percentiles(reps, alpha)
         rows[name] = {"estimate": est, "lo": float(lo), "hi": float(hi)}
     out = pd.DataFrame.from_dict(rows, orient="index")
-    out.index.name = "policy"
-    return out
-
-
-# --------------------------------------------------------------------------- rankings and twins
-
-
-def rank_policies(scores: pd.Series, ascending: bool) -> list[str]:
-    """Policy names ordered by score, ties broken by name.
-
-    Args:
-        scores: A score per policy (the index holds the names).
-        ascending: True when lower is better (a loss), False for a rate.
-
-    Returns:
-        The names, best first.
-    """
-    frame = pd.DataFrame({"name": scores.index.astype(str), "score": scores.to_numpy()})
-    frame = frame.sort_values(["score", "name"], ascending=[ascending, True], kind="mergesort")
-    return list(scores.index[frame.index])
-
-
-def rank_disagreements(order_a: Sequence[str], order_b: Sequence[str]) -> int:
-    """Number of positions at which two rankings of the same policies differ.
-
-    Args:
-        order_a: Policy names, best first.
-        order_b: The same names in another order.
-
-    Returns:
-        How many ranks hold a different policy in the two orders.
-
-    Raises:
-        ValueError: If the two are not orderings of the same distinct names.
-    """
-    order_a, order_b = list(order_a), list(order_b)
-    if len(set(order_a)) != len(order_a) or sorted(order_a) != sorted(order_b):
-        raise ValueError(f"not two orderings of the same policies: {order_a} vs {order_b}")
-    return sum(x != y for x, y in zip(order_a, order_b))
-
-
-def twin_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Twin-pair metrics per policy (Table IV).
-
-    Only tasks with a ``twin_side`` count. The two halves of a pair are
-    indistinguishable until determination, so a policy that acts early loses
-    on one half whatever it does.
-
-    Args:
-        df: Per-episode results.
-
-    Returns:
-        A DataFrame indexed by policy with ``paired_loss`` (mean gap over both
-        halves), ``settle_gap`` and ``fail_gap`` (mean gap of each half),
-        ``premature_irreversible`` and ``exact`` (rates over twin episodes),
-        and ``n_pairs`` (distinct units).
-    """
-    _require(df, ["policy", "unit", "twin_side", "gap", "exact", "premature_irreversible"])
-    twins = df[df["twin_side"].notna()]
-    if twins.empty:
-        raise ValueError("the results hold no twin tasks")
-    sides = set(twins["twin_side"].unique())
-    if not sides <= {"settle", "fail"}:
-        raise ValueError(f"twin_side must be 'settle' or 'fail', got {sorted(map(str, sides))}")
-    gap = twins["gap"].astype(float)
-    side_gap = gap.groupby([twins["policy"], twins["twin_side"]], sort=True).mean().unstack("twin_side")
-    out = pd.DataFrame(
-        {
-            "paired_loss": mean_gap(twins),
-            "settle_gap": side_gap.get("settle"),
-            "fail_gap": side_gap.get("fail"),
-            "premature_irreversible": premature_rate(twins),
-            "exact": exact_rate(twins),
-            "n_pairs": twins.groupby("policy", sort=True)["unit"].nunique(),
-        }
-    )
     out.index.name = "policy"
     return out

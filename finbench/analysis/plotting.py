@@ -21,6 +21,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
+from finbench.files import atomic_path
+
 PNG_DPI = 150
 PNG_METADATA = {"Software": None}
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}
@@ -92,8 +94,10 @@ def save(fig: Figure, stem: str, outdir: str | os.PathLike = "figures") -> list[
     png, pdf = out / f"{stem}.png", out / f"{stem}.pdf"
     engine = _freeze_layout(fig)
     try:
-        fig.savefig(png, format="png", dpi=PNG_DPI, metadata=PNG_METADATA)
-        fig.savefig(pdf, format="pdf", metadata=PDF_METADATA)
+        with atomic_path(png) as tmp:
+            fig.savefig(tmp, format="png", dpi=PNG_DPI, metadata=PNG_METADATA)
+        with atomic_path(pdf) as tmp:
+            fig.savefig(tmp, format="pdf", metadata=PDF_METADATA)
     finally:
         if engine is not None:
             fig.set_layout_engine(engine)

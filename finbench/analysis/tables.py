@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from finbench.sim import constants as C
+from finbench.files import atomic_write
 
 
 def _stamp(meta: dict) -> list[str]:
@@ -23,14 +24,14 @@ def write_table(df: pd.DataFrame, stem: str, meta: dict, tables_dir: str | Path 
     csv = out / f"{stem}.csv"
     md = out / f"{stem}.md"
     header = "".join(f"# {line}\n" for line in _stamp(meta))
-    csv.write_text(header + df.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
+    atomic_write(csv, header + df.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
     lines = [f"# {title or stem}", ""]
     lines += [f"- {line}" for line in _stamp(meta)]
     shown = df if markdown is None else markdown
     lines += ["", shown.to_markdown(index=False, floatfmt=floatfmt), ""]
     if notes:
         lines += [*notes, ""]
-    md.write_text("\n".join(lines))
+    atomic_write(md, "\n".join(lines))
     return [csv, md]
 
 

@@ -36,7 +36,7 @@ from finbench.sim.play import play
 from finbench.sim.faults import FaultProfile
 from finbench.agents.registry import as_ref
 from finbench.sim.probe import ProbeMode
-from finbench.sim.tools import READS
+from finbench.sim.tools import DISPOSITIONS, READS
 from finbench.sim.faults import copy_id, nominal_arrival, posted_at
 from finbench.sim.world import capture_events
 
@@ -76,7 +76,6 @@ COLUMNS = ("lane", "t", "kind", "label", "fault", "source", "event_t", "due_t", 
 _KIND_TEXT = {"order_placed": "placed", "auth_approved": "authorised", "capture_submitted": "submitted",
               "capture_settled": "settled", "capture_failed": "failed", "chargeback": "chargeback",
               "disposition": "disposition"}
-DISPOSITIONS = ("ship", "refund", "write_off", "escalate", "close")
 
 
 # --- playing and reading one episode -------------------------------------------------------

@@ -29,6 +29,7 @@ from finbench.sim.economics import Costs
 from finbench.agents.policies import UNGATED
 from finbench.agents.registry import policy_order
 from finbench.running.run import sweep
+from finbench.analysis import ordering
 
 NAME = "cost_sweep"
 SECTION = "The cost sweep"
@@ -87,7 +88,7 @@ def orderings(wide: pd.DataFrame) -> pd.DataFrame:
     out = wide.assign(
         ordering=[" < ".join(o) for o in orders],
         same_as_default=[o == default for o in orders],
-        rank_changes=[M.rank_disagreements(o, default) for o in orders],
+        rank_changes=[ordering.rank_disagreements(o, default) for o in orders],
     )
     if GATE in policies and ungated:
         margin = wide[ungated].min(axis=1) - wide[GATE]
@@ -96,7 +97,7 @@ def orderings(wide: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ordering(gaps: pd.Series) -> list[str]:
-    return M.rank_policies(gaps.astype(float), ascending=True)
+    return ordering.rank_policies(gaps.astype(float), ascending=True)
 
 
 def swaps(table: pd.DataFrame) -> pd.DataFrame:

@@ -66,6 +66,7 @@ def table2(df: pd.DataFrame, run=None) -> pd.DataFrame:
         "gap_lo": gap["lo"].to_numpy(), "gap_hi": gap["hi"].to_numpy(),
         f"pass{k}_pct": 100 * s[f"pass^{k}"].to_numpy(),
         "premature_pct": 100 * s["premature_irreversible"].to_numpy(),
+        "privileged": M.privileged(df, order),
     })
     if GATE in order:
         d = M.bootstrap_diff_table(df, GATE, "gap", order, n_boot, seed)
@@ -118,7 +119,7 @@ def claims(tables: dict[str, pd.DataFrame]) -> list:
     t = t2.set_index("policy")
     a3, g3 = t3.set_index("archetype"), t3_gap.set_index("archetype")
     ungated = [p for p in UNGATED if p in t.index]
-    unpriv = [p for p in t.index if p != ORACLE]
+    unpriv = [p for p in t.index if not t.loc[p, "privileged"]]
     by_exact = list(t.loc[unpriv].sort_values("exact_pct", ascending=False, kind="mergesort").index)
     out = []
 

@@ -40,7 +40,7 @@ from finbench.analysis.publish import TableSpec
 from finbench.sim.corpus import Corpus
 from finbench.errors import bad, check_int
 from finbench.sim.faults import FaultProfile
-from finbench.agents.plans import N_PLANS, all_plans, charges_twice, plan_label, plan_ref
+from finbench.agents.plans import N_PLANS, all_plans, charges_twice, plan_ref
 from finbench.sim.rng import generator
 from finbench.sim.env import reference_position
 from finbench.running.episode import run_episode

@@ -28,7 +28,6 @@ from finbench.analysis.claims import from_tables, qualitative
 from finbench.analysis.publish import TableSpec
 from finbench.agents.registry import DEFAULT_POLICIES
 from finbench.sim.probe import ProbeMode
-from finbench.agents.reconciler import Reconciler  # noqa: F401  (registers "reconciler")
 from finbench.running.run import sweep
 from finbench.analysis.claims import claims_notes
 from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT
@@ -39,7 +38,6 @@ SECTION = "Beyond the paper: probe arms, Table VIII"
 SOURCE = "tables/table8.csv"
 RECONCILER = "reconciler"
 GATE = "finality_gate"
-ORACLE = "finality_oracle"
 POLICIES = (*DEFAULT_POLICIES, RECONCILER)
 """SPEC's nine, then the reconciler."""
 TABLES = ("table8", "table8_differences", "table8_archetypes")
@@ -121,7 +119,9 @@ def table8_markdown(t8: pd.DataFrame) -> pd.DataFrame:
 
 
 def _unprivileged(df: pd.DataFrame) -> list[str]:
-    return [p for p in _order(df) if p not in (ORACLE, RECONCILER)]
+    """Every policy but the reconciler that was never told the resolution (the rows' `privileged`)."""
+    order = _order(df)
+    return [p for p, told in zip(order, M.privileged(df, order)) if not told and p != RECONCILER]
 
 
 def differences(df: pd.DataFrame, run) -> pd.DataFrame:

@@ -32,9 +32,9 @@ from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, fro
 from finbench.analysis.publish import TableSpec
 from finbench.agents.policies import UNGATED
 from finbench.agents.registry import policy_order
+from finbench.analysis import ordering
 
 GATE = "finality_gate"
-ORACLE = "finality_oracle"
 OPTIMISTIC = "optimistic"
 NAME = "twins"
 SECTION = "Twin pairs: Table IV, Figure 2"
@@ -105,7 +105,7 @@ def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
     fail = twins[twins["twin_side"] == "fail"]
     if set(settle["unit"]) != set(fail["unit"]):
         raise ValueError("table4: some twin pairs lack a half; evaluate whole pairs")
-    point = M.twin_table(df).reindex(order)
+    point = ordering.twin_table(df).reindex(order)
     # The four twin intervals resample the same universe (the twin pairs), so they
     # draw the same resampled pairs; accuracy resamples every unit, as Table II does.
     paired = M.bootstrap_ci(twins, "gap", order, n_boot, seed)
@@ -129,6 +129,7 @@ def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
         "premature_lo": 100 * prem["lo"].to_numpy(), "premature_hi": 100 * prem["hi"].to_numpy(),
         "exact_pct": 100 * exact["estimate"].to_numpy(),
         "exact_lo": 100 * exact["lo"].to_numpy(), "exact_hi": 100 * exact["hi"].to_numpy(),
+        "privileged": M.privileged(df, order),
     })
     r = rankings(out)
     out["rank_exact"] = [r["by_exact"].index(p) + 1 for p in order]
@@ -141,17 +142,17 @@ def rankings(t4: pd.DataFrame) -> dict:
     """The two orderings of Table IV's policies and how many places they disagree.
 
     Accuracy is ranked descending (`exact_pct`), paired loss ascending (`paired_loss`);
-    ties are broken by policy name in both (`metrics.rank_policies`).
+    ties are broken by policy name in both (`ordering.rank_policies`).
 
     Returns:
         {"by_exact": [names, best first], "by_paired_loss": [names, best first],
-         "disagreements": `metrics.rank_disagreements` of the two}.
+         "disagreements": `ordering.rank_disagreements` of the two}.
     """
     t = t4.set_index("policy")
-    by_exact = M.rank_policies(t["exact_pct"], ascending=False)
-    by_loss = M.rank_policies(t["paired_loss"], ascending=True)
+    by_exact = ordering.rank_policies(t["exact_pct"], ascending=False)
+    by_loss = ordering.rank_policies(t["paired_loss"], ascending=True)
     return {"by_exact": by_exact, "by_paired_loss": by_loss,
-            "disagreements": M.rank_disagreements(by_exact, by_loss)}
+            "disagreements": ordering.rank_disagreements(by_exact, by_loss)}
 
 
 def _ci(x, lo, hi, fmt="{:.1f}") -> str:
@@ -213,8 +214,8 @@ def claims(tables: dict[str, pd.DataFrame]) -> list:
     def qual(id, text, holds, measured):
         out.append(qualitative(NAME, id, text, holds, measured, source=SOURCE))
 
-    unpriv = [p for p in t.index if p != ORACLE]
-    by_exact_unpriv = M.rank_policies(t.loc[unpriv, "exact_pct"], ascending=False)
+    unpriv = [p for p in t.index if not t.loc[p, "privileged"]]
+    by_exact_unpriv = ordering.rank_policies(t.loc[unpriv, "exact_pct"], ascending=False)
     second = by_exact_unpriv[:2] == [GATE, OPTIMISTIC] if has_opt and has_gate else None
     qual("optimistic_second_by_accuracy",
          "optimistic is second by accuracy among the unprivileged policies, behind only the finality gate",

@@ -1,11 +1,12 @@
 """The six checks of one trace against a contract, and the verdict they give (SPEC section 9)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from finbench.grading.contract import CHECKS, FAIL, MAX_LISTED, PASS, UNKNOWN, Contract, Verdict, same_money
+from finbench.grading.contract import CHECKS, FAIL, MAX_LISTED, MONEY_TOL, PASS, UNKNOWN, Contract, Verdict, same_money
 from finbench.grading.records import Authorize, Effect, Event, Reverse, read_records, seq_problems
 
 
@@ -25,12 +26,13 @@ def _walk(events: list[Event], contract: Contract) -> _Evidence:
     """One pass over the events in seq order, collecting each check's failures."""
     order, op = contract.order, contract.op
     ev = _Evidence()
-    auths: list[Authorize] = []  # seen so far, in seq order
+    auths: dict[tuple[str, int], list[float]] = {}  # (order, amount bucket) -> [least, greatest] amount seen
     first_by_key: dict[str, Effect] = {}
-    carriers: dict[str, list[Effect]] = {}  # receipt -> effect records carrying it
+    carriers: dict[str, set[str]] = {}  # receipt -> the orders of the effect records carrying it
     for event in events:
         if isinstance(event, Authorize):
-            auths.append(event)
+            span = auths.setdefault((event.order, _bucket(event.amount)), [event.amount, event.amount])
+            span[0], span[1] = min(span[0], event.amount), max(span[1], event.amount)
         elif isinstance(event, Effect):
             first = first_by_key.get(event.key) if event.key is not None else None
             if first is not None:
@@ -44,27 +46,48 @@ def _walk(events: list[Event], contract: Contract) -> _Evidence:
                 first_by_key[event.key] = event
             # A first use of a key with new_effect false is an attempt that
             # moved no money (a failed capture), not evidence of a lost record.
-            carriers.setdefault(event.receipt, []).append(event)
+            carriers.setdefault(event.receipt, set()).add(event.order)
             if event.new_effect and event.order != order:
                 ev.fail_unrelated.append(f"{event.describe()} changed another order")
             if event.new_effect and event.op == op:
                 ev.effects.append(event)
-                if event.order == order and not any(
-                        a.order == event.order and same_money(a.amount, event.amount) for a in auths):
+                if event.order == order and not _authorized(auths, event):
                     ev.fail_auth.append(f"{event.describe()} has no earlier authorize for that order and amount")
         elif isinstance(event, Reverse):
             _reverse(event, carriers, order, ev)
     return ev
 
 
-def _reverse(event: Reverse, carriers: dict[str, list[Effect]], order: str, ev: _Evidence) -> None:
+def _bucket(amount: float) -> int:
+    """The amount's bucket, `MONEY_TOL` wide: an amount within the tolerance of another lies in
+    its bucket or a neighbouring one, so finding an authorization takes constant time, not a
+    scan of every authorization (a trace of 64k of each stays linear)."""
+    return math.floor(amount / MONEY_TOL)
+
+
+def _authorized(auths: dict[tuple[str, int], list[float]], effect: Effect) -> bool:
+    """Whether an authorization seen so far names the effect's order and, within the tolerance, its amount.
+
+    Each bucket keeps its least and greatest amount: the one nearest the effect's amount among
+    them is within the tolerance exactly when some authorization in the bucket is (the bucket is
+    narrower than the tolerance).
+    """
+    b = _bucket(effect.amount)
+    for key in ((effect.order, b), (effect.order, b - 1), (effect.order, b + 1)):
+        span = auths.get(key)
+        if span is not None and same_money(effect.amount, min(max(effect.amount, span[0]), span[1])):
+            return True
+    return False
+
+
+def _reverse(event: Reverse, carriers: dict[str, set[str]], order: str, ev: _Evidence) -> None:
     owners = carriers.get(event.receipt)
     if owners is None:
         # Reversing something no earlier record created is proof of an
         # effect the log does not hold; it cannot be judged, only noted.
         ev.unexplained.append(f"reverse at seq {event.seq} of unlogged receipt {event.receipt!r}")
     else:
-        others = sorted({e.order for e in owners if e.order != order})
+        others = sorted(o for o in owners if o != order)
         if others:
             ev.fail_unrelated.append(f"reverse at seq {event.seq} touched {event.receipt!r} of order {others[0]!r}")
         ev.reversed_receipts.setdefault(event.receipt, event.seq)

@@ -13,6 +13,12 @@ source, the corpus, the chunk's task ids, the policy's cache identity, seeds,
 profile and costs), the policy label, the task ids, the seeds, the row count
 and a SHA-256 of its columns. Anything else is recomputed and rewritten; the
 runner says so once per evaluation.
+
+An entry is opened only if it is a regular file (not a symbolic link, a FIFO,
+a device, a socket or a directory) no larger than a chunk of its size can be
+(`size_bound`), and it is opened without following links and without
+blocking, so a planted entry costs a warning and a recomputation, never a hung
+or exhausted run.
 """
 from __future__ import annotations
 
@@ -20,6 +26,8 @@ import hashlib
 import json
 import math
 import os
+import secrets
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,6 +36,11 @@ from finbench.sim import constants as C
 ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = ROOT / "data" / "cache"
 FORMAT = "finbench-episodes/2"
+MAX_CHUNK_BYTES = 256 * 2 ** 20
+"""No cache file is read beyond this, whatever the chunk (a real one is a few hundred KB)."""
+_ROW_BYTES = 8192  # a row is ~550 bytes of JSON; the budget is generous, the strings a row repeats come on top
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 # what decides an episode row: the engine, the grader, the agents and the runner of one
 # episode; presentation (analysis/, experiments/, the CLI) and the layers above a row
@@ -83,26 +96,115 @@ def _digest(body: bytes) -> str:
 
 def save_chunk(path: Path, key: str, label: str, task_ids, seeds, columns: dict) -> None:
     """Two lines: a header (what the file is for, with the SHA-256 of the second line) and
-    the columns. Written atomically: a unique temporary name per writer, then rename."""
+    the columns. Written atomically: a unique temporary file per writer (created exclusively,
+    so nothing planted at its name is opened), then rename, which replaces whatever entry was
+    at `path` (a link, a FIFO, a stale file) except a directory: that one is left, unwritten,
+    and the next load says so again."""
     body = json.dumps(columns, separators=(",", ":"), allow_nan=True).encode()
     n = len(next(iter(columns.values()))) if columns else 0
     head = {"format": FORMAT, "key": key, "label": label, "task_ids": list(task_ids), "seeds": list(seeds),
             "rows": n, "sha256": _digest(body)}
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{id(head):x}.tmp")
-    tmp.write_bytes(json.dumps(head).encode() + b"\n" + body)
-    os.replace(tmp, path)
+    fd, tmp = _create_unique(path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(json.dumps(head).encode() + b"\n" + body)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+        if _entry_kind(path) == "a directory":
+            return
+        raise
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _create_unique(path: Path) -> tuple[int, Path]:
+    """A new temporary file beside `path`, created exclusively (never an existing entry, never through a
+    link) with the permissions the umask gives an ordinary file (mkstemp's are owner-only)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def size_bound(label: str, task_ids, seeds) -> int:
+    """The most bytes a cache file of this chunk can hold (capped at `MAX_CHUNK_BYTES`): a
+    generous budget per row, plus the strings each row repeats, plus the header."""
+    task_ids, seeds = list(task_ids), list(seeds)
+    longest = max((len(json.dumps(t)) for t in task_ids), default=2)
+    per_row = _ROW_BYTES + 4 * (len(json.dumps(label)) + longest)
+    head = 2 ** 20 + 2 * len(json.dumps(task_ids)) + 2 * len(json.dumps(seeds))
+    return min(MAX_CHUNK_BYTES, head + len(task_ids) * len(seeds) * per_row)
+
+
+def _entry_kind(path: Path) -> str | None:
+    """What the entry at `path` is if not a regular file ("a FIFO", ...), else None (also if absent)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return next((name for test, name in _KINDS if test(mode)), None if stat.S_ISREG(mode) else "not a file")
+
+
+def _read_regular(path: Path, limit: int) -> tuple[bytes | None, str | None]:
+    """(the bytes, None) of a regular file of at most `limit` bytes; (None, None) if there is
+    no entry; else (None, why not). Never follows a link, never blocks on a FIFO or a device,
+    never reads more than `limit` + 1 bytes."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"unreadable ({e.strerror or type(e).__name__})"
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"not a regular file: {_entry_kind(path) or 'unknown'}"
+    if st.st_size > limit:
+        return None, f"{st.st_size} bytes, more than a chunk of this size can hold ({limit})"
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None, None  # removed since the lstat
+    except OSError as e:  # e.g. ELOOP: replaced by a link since the lstat
+        return None, f"unreadable ({e.strerror or type(e).__name__})"
+    try:
+        st = os.fstat(fd)  # what was opened, not what the name pointed at a moment ago
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file (replaced while being opened)"
+        parts, left = [], limit + 1
+        while left > 0:
+            part = os.read(fd, min(left, 1 << 20))
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+    except OSError as e:
+        return None, f"unreadable ({e.strerror or type(e).__name__})"
+    finally:
+        os.close(fd)
+    raw = b"".join(parts)
+    if len(raw) > limit:
+        return None, f"more than a chunk of this size can hold ({limit} bytes)"
+    return raw, None
 
 
 def load_chunk(path: Path, key: str, label: str, task_ids, seeds) -> tuple[dict | None, str | None]:
-    """(columns, None) if the file is what was asked for, else (None, why not)."""
-    if not path.exists():
-        return None, None
+    """(columns, None) if the file is what was asked for, (None, None) if there is none,
+    else (None, why not): an entry that is not a regular file or is too large is not opened."""
+    raw, why = _read_regular(Path(path), size_bound(label, task_ids, seeds))
+    if raw is None:
+        return None, why
     try:
-        raw = path.read_bytes()
         first, sep, body = raw.partition(b"\n")
         head = json.loads(first) if sep else None
-    except (OSError, ValueError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:
         return None, f"unreadable ({type(e).__name__})"
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         return None, "not an episode cache file"

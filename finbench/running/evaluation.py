@@ -32,14 +32,16 @@ CACHE_DIR = K.CACHE_DIR
 CHUNK_TASKS = 24
 
 COLUMNS = (
-    "task_id", "archetype", "unit", "twin_side", "policy", "seed", "position", "reference_position", "gap",
+    "task_id", "archetype", "unit", "twin_side", "policy", "privileged", "seed", "position", "reference_position", "gap",
     "exact", "premature_irreversible", "n_calls", "end_t", "disposition", "probe_calls", "wait_calls",
     "unrelated_effects", "cash", "cogs", "liability", "dispute_fee", "escalation", "unrelated",
     *(f"fired_{f}" for f in C.FAMILIES), "retry_at", "calls", "verdict", "capture_effects",
     "check_auth_precedes_effect", "check_targets_intended", "check_exactly_one_effect",
     "check_retry_idempotent", "check_unrelated_unchanged", "check_evidence_complete",
 )
-"""Every episode row's columns, in order. `retry_at` lists the ticks of fresh-key
+"""Every episode row's columns, in order. `privileged` says the policy was told the resolution
+(SPEC §7: the reference, or a user's policy that asks for it); such rows are never compared as
+unprivileged. `retry_at` lists the ticks of fresh-key
 captures (';'-joined), which with `disposition`, `end_t` and `unrelated_effects`
 is all that pricing needs (`finbench.running.reprice`). `calls` is the episode's action
 sequence, one `tool[@other][:args]` a call, ';'-joined: two episodes decided
@@ -62,20 +64,20 @@ def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: C
     fired = res.fired
     graded = grade_episode(task, res.trace)
     return (
-        task.task_id, task.archetype, task.unit, task.twin_side, ref.label, seed, res.position,
+        task.task_id, task.archetype, task.unit, task.twin_side, ref.label, res.privileged, seed, res.position,
         res.reference_position, res.gap, res.exact, res.premature_irreversible, res.n_calls, res.end_t,
         res.disposition, res.probe_calls, res.wait_calls, res.unrelated_effects, lb["cash"], lb["cogs"],
         lb["liability"], lb["dispute_fee"], lb["escalation"], lb["unrelated"],
         *(fired[f] for f in C.FAMILIES),
         ";".join(str(c.submitted_at) for c in env.world.captures[1:]),
-        _calls(env.actions, task.order_id),
+        _calls(env.calls(), task.order_id),
         *(graded[c] for c in _GRADED),
     )
 
 
 def _calls(actions, order_id: str) -> str:
     out = []
-    for _, tool, args, _ in actions:
+    for _, tool, args in actions:
         extra = ",".join(str(v) for k, v in args.items() if k != "order_id")
         where = "" if args.get("order_id") == order_id else "@other"
         out.append(f"{tool}{where}:{extra}" if extra else tool + where)
@@ -171,8 +173,9 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
 
     profile, costs, seeds = check_inputs("evaluate", corpus, seeds, profile, costs)
     probe = check_probe("evaluate", probe)
-    if not (isinstance(cache, (bool, str)) or isinstance(cache, os.PathLike)):
-        raise bad("evaluate", "cache", cache, "True, False or a folder path")
+    if not (isinstance(cache, bool) or (isinstance(cache, (str, os.PathLike)) and str(cache).strip())):
+        # an empty path would write into the current directory
+        raise bad("evaluate", "cache", cache, "True (data/cache), False (no cache) or a folder path")
     refs = resolve_policies(policies)
     tasks = list(corpus.tasks)
     cache_dir = None if cache is False else Path(CACHE_DIR if cache is True else cache)
@@ -183,8 +186,9 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     if cache_dir is not None:
         uncached = [r.label for r in refs if r.cache_id is None]
         if uncached:
-            print(f"note: not caching {', '.join(uncached)} (no cache_id; set a cache_id attribute or "
-                  "PolicyRef.of(obj, cache_id=...) to cache its episodes)", file=sys.stderr)
+            print(f"note: not caching {', '.join(uncached)}: no stable identity of what it plays (its source, "
+                  "code or state cannot be read or hashed), so its episodes are simulated afresh",
+                  file=sys.stderr)
     for ci, chunk in enumerate(chunks):
         ids = [t.task_id for t in chunk]
         for si, ref in enumerate(refs):

@@ -16,8 +16,11 @@ from functools import lru_cache
 
 import pandas as pd
 
+from finbench.errors import FinbenchError, bad, show
+from finbench.sim.corpus import Corpus
 from finbench.sim.economics import Costs, settle_case
 from finbench.sim.env import reference_position
+from finbench.sim.tools import DISPOSITIONS
 from finbench.sim.world import Capture, agent_capture, original_capture
 
 PRICED = ("position", "reference_position", "gap", "exact", "cash", "cogs", "liability", "dispute_fee",
@@ -49,6 +52,26 @@ def _price(task, disposition: str, end_t: int, retry_at: str, unrelated_effects:
             b["escalation"], out.unrelated)
 
 
+def _check_rows(df: pd.DataFrame, tasks: dict, simulated_with: Costs) -> None:
+    """The rows are episodes of these tasks: each re-prices to its own position under the costs
+    it was simulated with (another corpus's rows share task ids but not positions)."""
+    unknown = sorted(set(df["task_id"]) - set(tasks))
+    if unknown:
+        raise FinbenchError(f"reprice: rows of task(s) {', '.join(map(str, unknown[:3]))} that the corpus does not "
+                            "hold; give the corpus the rows were simulated on")
+    odd = sorted(set(df["disposition"]) - set(DISPOSITIONS))
+    if odd:
+        raise FinbenchError(f"reprice: unknown disposition(s) {', '.join(map(show, odd[:3]))}; "
+                            f"rows hold one of {', '.join(DISPOSITIONS)}")
+    for row in df[["task_id", "disposition", "end_t", "retry_at", "unrelated_effects", "position"]].itertuples():
+        own = _price(tasks[row.task_id], row.disposition, int(row.end_t),
+                     row.retry_at if isinstance(row.retry_at, str) else "", int(row.unrelated_effects), simulated_with)
+        if abs(own[0] - row.position) > 1e-6:
+            raise FinbenchError(f"reprice: the row of {row.task_id} ({row.disposition} at t={row.end_t}) does not "
+                                f"re-price to its own position under simulated_with; these rows come from another "
+                                "corpus or other costs")
+
+
 def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd.DataFrame:
     """The same episodes priced under `costs`: equal to simulating them under `costs`.
 
@@ -59,14 +82,22 @@ def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd
         simulated_with: the costs the rows were simulated under.
 
     Raises:
-        ValueError: `costs` differs from `simulated_with` in something policies see.
+        FinbenchError: `costs` differs from `simulated_with` in something policies see; the rows are
+            not episodes of `corpus` under `simulated_with` (another corpus, other costs, a
+            disposition no episode has).
     """
+    if not isinstance(corpus, Corpus):
+        raise bad("reprice", "corpus", corpus, "the Corpus the rows were simulated on")
+    for name, value in (("costs", costs), ("simulated_with", simulated_with)):
+        if not isinstance(value, Costs):
+            raise bad("reprice", name, value, "a Costs")
     if simulation_key(costs) != simulation_key(simulated_with):
-        raise ValueError("cannot re-price across step_budget, read_ticks or probe_ticks: policies see them, so "
-                         f"actions may change; simulate instead ({simulated_with} -> {costs})")
+        raise FinbenchError("reprice: cannot re-price across step_budget, read_ticks or probe_ticks: policies "
+                            f"see them, so actions may change; simulate instead ({simulated_with} -> {costs})")
     if costs == simulated_with or df.empty:
         return df
     tasks = {t.task_id: t for t in corpus.tasks}
+    _check_rows(df, tasks, simulated_with)
     priced = [_price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), costs)
               for tid, disp, end, ra, ue in zip(df["task_id"], df["disposition"], df["end_t"], df["retry_at"],
                                                 df["unrelated_effects"])]

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
-from finbench.errors import check_int
+from finbench.errors import FinbenchError, check_int
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_policies
@@ -84,6 +84,8 @@ class Run:
     def __post_init__(self):
         profile, costs, seeds = check_inputs("Run", self.corpus, self.seeds, self.profile, self.costs)
         object.__setattr__(self, "seeds", tuple(seeds))
+        object.__setattr__(self, "profile", profile)  # None means the default, as in `evaluate`
+        object.__setattr__(self, "costs", costs)
         object.__setattr__(self, "probe", check_probe("Run", self.probe))
         object.__setattr__(self, "policies", resolve_policies(self.policies))
         object.__setattr__(self, "n_boot", check_int("Run", "n_boot", self.n_boot, 1, 1_000_000))
@@ -134,6 +136,9 @@ class Run:
             meta["policies"] = ", ".join(self.labels)
         if bootstrap:
             meta.update(n_boot=self.n_boot, boot_seed=self.boot_seed)
+        clash = sorted(set(extra) & (set(meta) | {"probe", "policies", "n_boot", "boot_seed"}))
+        if clash:  # the stamp is what the run was: extra entries add to it, never overwrite it
+            raise FinbenchError(f"Run.stamp: extra entries may not replace the run's own {', '.join(clash)}")
         meta.update(extra)
         return meta
 
@@ -155,26 +160,28 @@ _MEMO: OrderedDict = OrderedDict()
 _MEMO_SIZE = 512
 
 
-def _sim_key(run: Run, ref: PolicyRef) -> tuple:
-    who = ref.cache_id if ref.cache_id is not None else ("uncached", ref.label, id(ref.factory))
-    return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), who,
+def _sim_key(run: Run, ref: PolicyRef) -> tuple | None:
+    """What decides a policy's episodes in a run; None (never shared) without a cache identity."""
+    if ref.cache_id is None:
+        return None
+    return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), ref.cache_id,
             tuple(run.probe.key()))
 
 
 def _episodes(run: Run):
     """Per policy: a memoised simulation of the same episodes (re-priced if only prices differ),
     else `evaluate` for every missing policy at once (so worlds are built once for all of them)."""
-    import pandas as pd
-
+    import pandas as pd  # lazy: a Run is described without loading pandas
 
     parts: dict[int, Any] = {}
     missing = []
     for i, ref in enumerate(run.policies):
-        hit = _MEMO.get(_sim_key(run, ref))
+        key = _sim_key(run, ref)
+        hit = None if key is None else _MEMO.get(key)
         if hit is None:
             missing.append(i)
             continue
-        _MEMO.move_to_end(_sim_key(run, ref))
+        _MEMO.move_to_end(key)
         frame, costs = hit
         parts[i] = reprice(frame, run.corpus, run.costs, costs)
     if missing:
@@ -183,7 +190,9 @@ def _episodes(run: Run):
         for i in missing:
             ref = run.policies[i]
             frame = df[df["policy"] == ref.label].reset_index(drop=True)
-            _MEMO[_sim_key(run, ref)] = (frame, run.costs)
+            key = _sim_key(run, ref)
+            if key is not None:
+                _MEMO[key] = (frame, run.costs)
             parts[i] = frame
         while len(_MEMO) > _MEMO_SIZE:
             _MEMO.popitem(last=False)
@@ -232,10 +241,14 @@ def sweep(base: Run, grid: dict[str, list], summarise: Callable[[Run, Any], Any]
     bad = [n for n in names if n not in {f.name for f in dataclasses.fields(Run)} or n in ("n_jobs", "cache",
                                                                                           "progress")]
     if bad:
-        raise ValueError(f"sweep: unknown Run field(s) {bad}; sweepable: corpus, seeds, profile, costs, "
+        raise FinbenchError(f"sweep: unknown Run field(s) {bad}; sweepable: corpus, seeds, profile, costs, "
                          "policies, probe, n_boot, boot_seed")
+    empty = [n for n in names if isinstance(grid[n], (str, bytes)) or not hasattr(grid[n], "__iter__")
+             or len(list(grid[n])) == 0]
+    if empty:
+        raise FinbenchError(f"sweep: grid field(s) {', '.join(empty)} must be a non-empty list of values")
     frames = []
-    for combo in itertools.product(*(grid[n] for n in names)):
+    for combo in itertools.product(*(list(grid[n]) for n in names)):
         run = base.replace(**dict(zip(names, combo)))
         df = run.evaluate()
         out = summarise(run, df) if summarise is not None else df

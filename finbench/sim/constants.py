@@ -98,3 +98,7 @@ PAIRS = {
     "unresolvable": (("unresolvable", "unresolvable"), 19),
 }
 DEFAULT_TASKS = 321
+
+MAX_COST = 1_000_000.0
+"""The largest dispute fee or escalation cost `Costs` accepts: orders are at most $3,499, so a
+larger fee is a typo, and a fee near 1e308 overflows a position to inf and a mean to NaN."""

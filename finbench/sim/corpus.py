@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 from finbench.sim import constants as C
 from finbench.errors import FinbenchError, check_choice, check_int, check_real, show
+from finbench.files import atomic_write
 from finbench.sim.rng import generator
 
 MAX_TASKS = 100_000
@@ -108,6 +107,13 @@ class Corpus:
 
     @cached_property
     def twin_pairs(self) -> tuple[tuple[Task, Task], ...]:
+        """(settle half, fail half) of every twin pair, in corpus order.
+
+        Raises:
+            CorpusError: a twin pair is not whole (see `twin_problem`)."""
+        problem = twin_problem(self.tasks)
+        if problem is not None:
+            raise CorpusError(f"Corpus: {problem[1]}")
         by: dict[str, dict[str, Task]] = {}
         for t in self.tasks:
             if t.twin_id:
@@ -135,17 +141,47 @@ class Corpus:
                   "master_seed": self.master_seed, "n_tasks": len(self)}
         header["digest"] = _file_digest(header, tasks)
         text = "\n".join([json.dumps(header, sort_keys=True), *tasks]) + "\n"
-        # a unique temporary name per writer, then an atomic rename: concurrent savers
-        # never share a temporary file and a reader sees the old file or the new one
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        # concurrent savers never share a temporary file; a reader sees the old file or the new one
+        return atomic_write(path, text)
+
+
+def twin_problem(tasks) -> tuple[int, str] | None:
+    """None if the tasks hold whole twin pairs, else (index of the task at fault, what is wrong).
+
+    Every task's unrelated order differs from its own (`other_order_id != order_id`);
+    every twin id has exactly two halves, one `settle` (whose capture settles) and one
+    `fail` (whose capture fails), and the two share the order id and the unit (SPEC: the
+    twins are one order, one unit, told apart only by the outcome)."""
+    halves: dict[str, dict[str, int]] = {}
+    for i, t in enumerate(tasks):
+        if t.other_order_id == t.order_id:
+            return i, (f"task {t.task_id!r}: other_order_id must differ from order_id (the unrelated order is "
+                       f"another order), got {show(t.other_order_id)} for both")
+        if t.twin_id is None:
+            continue
+        want = "settled" if t.twin_side == "settle" else "failed"
+        if t.outcome != want:
+            return i, (f"task {t.task_id!r}: outcome must be {want!r} on the {t.twin_side} half of twin "
+                       f"{t.twin_id!r}, got {t.outcome!r}")
+        sides = halves.setdefault(t.twin_id, {})
+        if t.twin_side in sides:
+            other = tasks[sides[t.twin_side]]
+            return i, (f"task {t.task_id!r}: twin {t.twin_id!r} must have one {t.twin_side} half, "
+                       f"got a second after task {other.task_id!r}")
+        for j in sides.values():
+            mate = tasks[j]
+            if (mate.order_id, mate.unit) != (t.order_id, t.unit):
+                return i, (f"task {t.task_id!r}: the halves of twin {t.twin_id!r} must share the order id and "
+                           f"the unit, got {show(t.order_id)}/{show(t.unit)} and "
+                           f"{show(mate.order_id)}/{show(mate.unit)} (task {mate.task_id!r})")
+        sides[t.twin_side] = i
+    for twin_id, sides in halves.items():
+        if len(sides) == 1:
+            (side, i), = sides.items()
+            missing = "fail" if side == "settle" else "settle"
+            return i, (f"task {tasks[i].task_id!r}: twin {twin_id!r} must have a settle and a fail half, "
+                       f"got only the {side} half (the {missing} half is missing)")
+    return None
 
 
 def _file_digest(header: dict, task_lines: list[str]) -> str:
@@ -198,7 +234,8 @@ def load_corpus(path: str | Path) -> Corpus:
         CorpusError: the file cannot be read or decoded; a line is not a JSON
             object with exactly the task fields; a field has the wrong type or
             range, or contradicts its archetype; task ids repeat; the task count,
-            the content fingerprint or the header digest do not match.
+            the content fingerprint or the header digest do not match; the
+            tasks do not hold whole twin pairs (`twin_problem`), naming the task.
     """
     path = Path(path)
     names = {f.name for f in fields(Task)}
@@ -245,6 +282,10 @@ def load_corpus(path: str | Path) -> Corpus:
     if header.get("digest") != _file_digest(header, lines[1:]):
         raise CorpusError(f"{path}: the header's digest does not match its fields and tasks (was the header "
                           "edited, e.g. master_seed or n_tasks?); regenerate the file")
+    problem = twin_problem(corpus.tasks)
+    if problem is not None:
+        i, what = problem
+        raise CorpusError(f"{path}:{seen[corpus.tasks[i].task_id]}: {what}")
     return corpus
 
 

@@ -21,7 +21,7 @@ class Costs:
     def __post_init__(self):
         # checked at the door: a negative probe cost would run the clock backwards,
         # a fractional budget would count calls in halves
-        for name, hi in (("cogs_rate", 1.0), ("dispute_fee", None), ("escalation_cost", None)):
+        for name, hi in (("cogs_rate", 1.0), ("dispute_fee", C.MAX_COST), ("escalation_cost", C.MAX_COST)):
             object.__setattr__(self, name, check_real("Costs", name, getattr(self, name), 0.0, hi))
         for name, hi in (("step_budget", 10_000), ("read_ticks", C.MAX_WAIT), ("probe_ticks", C.MAX_WAIT)):
             object.__setattr__(self, name, check_int("Costs", name, getattr(self, name), 1, hi))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import marshal
 from functools import lru_cache
 
-from finbench.errors import bad, check_int
+from finbench.errors import bad, check_int, show
 from finbench.sim import constants as C
 from finbench.sim.corpus import Task
 from finbench.sim.economics import Costs, Outcome, settle_case
@@ -19,7 +19,7 @@ from finbench.sim.probe import ProbeMode, check_probe
 from finbench.sim.reference import oracle_plan
 from finbench.sim.result import EpisodeResult, episode_result
 from finbench.sim.tools import READS, TOOLS, tool_ticks, validate
-from finbench.sim.trace import build_trace
+from finbench.sim.trace import build_trace, dispositions
 from finbench.sim.world import World
 from finbench.sim.world import clear_memos as clear_worlds
 
@@ -134,13 +134,14 @@ class FinalityEnv:
         self.now = C.HANDOVER
         self.done = False
         self.calls_left = self.costs.step_budget
-        self.actions: list = []
+        self._actions: list = []
         self.disposition: str | None = None
         self.disposition_t = C.HANDOVER
         self.first_irreversible_t: int | None = None
         self.replays: list = []
         self.other_effects: list = []
         self.probe_calls = self.wait_calls = 0
+        self.told_resolution = False  # set by `resolution()`: the agent knows how the capture resolves
         self.probe_answers = 0  # probe calls that the probe mode answered (see `finbench.sim.probe`)
         self._shared: list[int] = []  # actions whose observation holds a memoised fold (see `_call`)
         return {
@@ -158,7 +159,8 @@ class FinalityEnv:
         }
 
     def resolution(self) -> dict:
-        """What only the privileged reference is told (SPEC §7)."""
+        """What only the privileged reference is told (SPEC §7); the episode is marked privileged."""
+        self.told_resolution = True
         t = self.task
         return {"outcome": t.outcome, "determined_at": t.determined_at, "retry_outcome": t.retry_outcome}
 
@@ -223,6 +225,8 @@ class FinalityEnv:
         """
         if self.world is None:
             raise RuntimeError("call reset() before step()")
+        if not isinstance(tool, str):
+            tool = show(tool)  # observations are JSON: a tool that is no name is shown as text (and unknown)
         if self.done:
             return {"t": self.now, "tool": tool, "error": "the case is closed", "done": True}
         err = validate(tool, args)
@@ -264,7 +268,7 @@ class FinalityEnv:
         system = _SYSTEM_OF.get(tool)
         if system is not None:
             if not copy:
-                self._shared.append(len(self.actions))
+                self._shared.append(len(self._actions))
             return "result", w.read(system, t, copy)
         if tool == "wait":
             self.wait_calls += 1
@@ -332,7 +336,7 @@ class FinalityEnv:
             self._dispose("close", t)
             obs["note"] = "call budget exhausted" if left <= 0 else "horizon reached"
         obs["done"] = self.done
-        self.actions.append((issued, tool, args, obs))
+        self._actions.append((issued, tool, args, obs))
         return obs
 
     # --- grading --------------------------------------------------------------
@@ -388,13 +392,23 @@ class FinalityEnv:
             loss_breakdown={**out.breakdown, "unrelated": out.unrelated},
             actions=self._own_actions() if actions else (), trace=tuple(self._trace(out)),
             unrelated_effects=len(self.other_effects), probe_calls=self.probe_calls,
-            wait_calls=self.wait_calls)
+            wait_calls=self.wait_calls, privileged=self.told_resolution)
+
+    @property
+    def actions(self) -> list:
+        """One `(issued_t, tool, args, observation)` per call so far, each observation the
+        caller's own (editing one changes no later read or episode)."""
+        return list(self._own_actions())
+
+    def calls(self) -> list[tuple[int, str, dict]]:
+        """One `(issued_t, tool, args)` per call so far, without the observations (cheap)."""
+        return [(issued, tool, args) for issued, tool, args, _ in self._actions]
 
     def _own_actions(self) -> tuple:
         """The actions, with every observation the result's own: a read of the
         fast path shares its fold with the world's memo, so it is copied here,
         lest editing a result change a later episode."""
-        acts = self.actions
+        acts = self._actions
         if self._shared:
             acts = list(acts)
             for i in self._shared:
@@ -403,18 +417,8 @@ class FinalityEnv:
         return tuple(acts)
 
     def _trace(self, out: Outcome) -> list[dict]:
-        disp = []
-        if self.disposition == "ship":
-            disp.append((self.disposition_t, "ship", self.task.order_value, "agent"))
-        elif self.disposition == "refund":
-            disp.append((self.disposition_t, "refund", out.refunded, "agent"))
-        elif out.human_action == "ship":
-            disp.append((out.human_t, "ship", self.task.order_value, "human"))
-            if out.refunded > 0:
-                disp.append((out.human_refund_t, "refund", out.refunded, "human"))
-        elif out.human_action == "refund":
-            disp.append((out.human_refund_t, "refund", out.refunded, "human"))
-        return build_trace(self.task, self.world.captures, self.replays, disp, out, self.other_effects)
+        moves = dispositions(self.task, self.disposition, self.disposition_t, out)
+        return build_trace(self.task, self.world.captures, self.replays, moves, out, self.other_effects)
 
 
 @lru_cache(maxsize=65536)

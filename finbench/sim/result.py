@@ -27,6 +27,7 @@ class EpisodeResult:
     unrelated_effects: int = 0
     probe_calls: int = 0
     wait_calls: int = 0
+    privileged: bool = False  # the agent was told the resolution (SPEC §7): never compared as unprivileged
 
 
 _RESULT_FIELDS = tuple(EpisodeResult.__dataclass_fields__)

@@ -35,6 +35,8 @@ TOOLS: dict[str, dict] = {
     "close": {"description": "End the case with no disposition.", "params": dict(_ORDER)},
 }
 TOOL_NAMES = tuple(TOOLS)
+DISPOSITIONS = ("ship", "refund", "write_off", "escalate", "close")
+"""The five terminal dispositions (SPEC §4): the first successful one on the case order ends it."""
 _PARAM_SETS = {name: frozenset(spec["params"]) for name, spec in TOOLS.items()}
 assert len(TOOLS) == 12
 

@@ -65,3 +65,22 @@ def build_trace(task, captures, replays, dispositions, outcome, other_effects) -
     settled = sum(c.amount for c in captures if c.outcome == "settled" and c.terminal_at <= C.HORIZON)
     records.append({"kind": "summary", "net_amount": round(settled - outcome.refunded - outcome.chargeback, 2)})
     return records
+
+
+def dispositions(task, disposition: str, disposition_t: int, outcome) -> list[tuple]:
+    """The effects on the case order that move goods or money, `(t, op, amount, actor)`: the
+    agent's ship or refund, or, after an escalation, the clerk's (a ship, and a refund of any
+    excess; or a refund)."""
+    out = outcome
+    if disposition == "ship":
+        return [(disposition_t, "ship", task.order_value, "agent")]
+    if disposition == "refund":
+        return [(disposition_t, "refund", out.refunded, "agent")]
+    if out.human_action == "ship":
+        moves = [(out.human_t, "ship", task.order_value, "human")]
+        if out.refunded > 0:
+            moves.append((out.human_refund_t, "refund", out.refunded, "human"))
+        return moves
+    if out.human_action == "refund":
+        return [(out.human_refund_t, "refund", out.refunded, "human")]
+    return []

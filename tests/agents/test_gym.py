@@ -44,3 +44,74 @@ def test_garbage_actions_are_errors_and_the_budget_ends_the_episode(corpus):
         text, reward, done, _, info = env.step("not a tool call")
         assert "not a tool call" in json.loads(text)["error"]
     assert done and info["disposition"] == "close" and info["calls_left"] == 0
+
+
+_BIG = "x" * 20000
+HOSTILE_ACTIONS = {
+    "deep_brackets": "[" * 100000,
+    "deep_braces": '{"a":' * 100000,
+    "deep_arguments": json.dumps({"name": "wait", "arguments": "[" * 100000}),
+    "huge_tool_name": json.dumps({"name": _BIG, "arguments": {}}),
+    "huge_argument_name": json.dumps({"name": "wait", "arguments": {_BIG: 1}}),
+    "huge_order_id": json.dumps({"name": "wait", "arguments": {"order_id": _BIG, "ticks": 3}}),
+    "escaped_unicode_name": json.dumps({"name": "\u00e9\u2028" * 5000}),
+    "lone_surrogates": json.dumps({"name": "\ud800" * 5000}),
+    "huge_integer": '{"name": "wait", "arguments": {"order_id": "o", "ticks": ' + "9" * 5000 + "}}",
+    "nested_ticks": '{"name": "wait", "arguments": {"order_id": "o", "ticks": ' + "[" * 500 + "]" * 500 + "}}",
+    "non_string_argument_name": {"name": "wait", "arguments": {1: 2}},
+    "non_string_tool_name": {"name": 5, "arguments": {}},
+    "object_argument": {"name": "wait", "arguments": {"order_id": object(), "ticks": 1}},
+    "not_utf8": b"\xff\xfe\xfd",
+    "none": None,
+    "number": 5,
+    "list": [],
+    "nul": "\x00",
+    "empty": "",
+    "non_ascii_text": "\u00e9" * 30000,
+}
+
+
+@pytest.mark.parametrize("action", HOSTILE_ACTIONS.values(), ids=HOSTILE_ACTIONS.keys())
+def test_every_action_gives_an_error_observation_inside_the_space(corpus, action):
+    env = FinalityGym(corpus)
+    env.reset(seed=0)
+    text, reward, done, truncated, info = env.step(action)
+    assert env.observation_space.contains(text)
+    obs = json.loads(text)
+    assert obs == info["observation"] and "error" in obs and obs["calls_left"] == info["calls_left"] == 39
+    assert reward == 0.0 and not done and not truncated
+
+
+def test_a_long_echo_is_cut_short_saying_how_long_it_was(corpus):
+    env = FinalityGym(corpus)
+    env.reset(seed=0)
+    text, *_ = env.step(json.dumps({"name": _BIG, "arguments": {}}))
+    obs = json.loads(text)
+    assert obs["tool"].startswith("x" * 100) and obs["tool"].endswith("(20000 characters)")
+    # an ordinary observation is untouched
+    env.reset(seed=0, options={"task_id": corpus.tasks[0].task_id})
+    text, _, _, _, info = env.step(json.dumps({"name": "read_processor",
+                                               "arguments": {"order_id": corpus.tasks[0].order_id}}))
+    assert "result" in info["observation"] and "..." not in text
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"options": {"task_id": "nope"}}, r"options\['task_id'\] must be a task id of the corpus .*got 'nope'"),
+    ({"options": {"task_id": ["x"]}}, r"options\['task_id'\] must be .*got \['x'\]"),
+    ({"options": {"fault_seed": -1}}, r"options\['fault_seed'\] must be an integer >= 0, got -1"),
+    ({"options": {"fault_seed": "1"}}, r"options\['fault_seed'\] must be an integer >= 0, got '1'"),
+    ({"options": {"taskid": "ord-0001"}}, r"an options key must be one of 'task_id', 'fault_seed', got 'taskid'"),
+    ({"options": "ord-0001"}, r"options must be a dict"),
+    ({"seed": -1}, r"seed must be an integer >= 0, got -1"),
+    ({"seed": 1.5}, r"seed must be an integer >= 0, got 1.5"),
+])
+def test_bad_reset_arguments_are_named(corpus, kwargs, match):
+    with pytest.raises(fb.FinbenchError, match=r"^FinalityGym\.reset: " + match):
+        FinalityGym(corpus).reset(**kwargs)
+
+
+def test_bad_constructor_arguments_are_named(corpus):
+    with pytest.raises(fb.FinbenchError, match="FinalityGym: max_fault_seed must be an integer >= 1, got 0"):
+        FinalityGym(corpus, max_fault_seed=0)
+    with pytest.raises(fb.FinbenchError, match="FinalityGym: corpus must be a Corpus"):
+        FinalityGym(corpus.tasks)

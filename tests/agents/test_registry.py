@@ -73,14 +73,19 @@ def test_user_policy_forms_are_all_accepted_with_labels():
     pd.testing.assert_frame_equal(a.drop(columns="policy"), b.drop(columns="policy"))
 
 
-def test_a_user_policy_without_cache_id_is_not_cached(tmp_path, capsys):
-    evaluate(SMALL, [Patient, "sop"], seeds=[0], cache=tmp_path)
-    assert "not caching patient" in capsys.readouterr().err
-    assert not (tmp_path / "patient").exists() and (tmp_path / "sop").exists()
-    ref = PolicyRef.of(Patient, cache_id="v1")
-    first = evaluate(SMALL, [ref], seeds=[0], cache=tmp_path)
-    assert (tmp_path / "patient").exists()
-    pd.testing.assert_frame_equal(first, evaluate(SMALL, [ref], seeds=[0], cache=tmp_path))
+def test_a_user_policy_is_cached_by_what_it_plays(tmp_path, capsys):
+    """No cache_id needed: the identity is the class's content; cache_id only salts it."""
+    first = evaluate(SMALL, [Patient, "sop"], seeds=[0], cache=tmp_path)
+    assert "not caching" not in capsys.readouterr().err
+    assert (tmp_path / "patient").exists() and (tmp_path / "sop").exists()
+    files = set((tmp_path / "patient").iterdir())
+    assert len(files) > 0
+    pd.testing.assert_frame_equal(first, evaluate(SMALL, [Patient, "sop"], seeds=[0], cache=tmp_path))
+    assert set((tmp_path / "patient").iterdir()) == files  # read back, not rewritten under another key
+    salted = PolicyRef.of(Patient, cache_id="v2")
+    assert salted.cache_id != PolicyRef.of(Patient).cache_id
+    evaluate(SMALL, [salted], seeds=[0], cache=tmp_path)
+    assert len(set((tmp_path / "patient").iterdir())) == 2 * len(files)
 
 
 def test_bad_policy_objects_are_named():

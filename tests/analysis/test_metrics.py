@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finbench.analysis import metrics as m
+from finbench.analysis import ordering
 
 SEEDS = range(5)
 
@@ -301,17 +302,17 @@ def test_paired_diff_with_unequal_episodes_is_difference_of_means():
 
 
 def test_rank_disagreements():
-    assert m.rank_disagreements(["a", "b", "c"], ["a", "b", "c"]) == 0
-    assert m.rank_disagreements(["a", "b", "c"], ["a", "c", "b"]) == 2
-    assert m.rank_disagreements(["a", "b", "c"], ["c", "a", "b"]) == 3
+    assert ordering.rank_disagreements(["a", "b", "c"], ["a", "b", "c"]) == 0
+    assert ordering.rank_disagreements(["a", "b", "c"], ["a", "c", "b"]) == 2
+    assert ordering.rank_disagreements(["a", "b", "c"], ["c", "a", "b"]) == 3
     with pytest.raises(ValueError):
-        m.rank_disagreements(["a", "b"], ["a", "c"])
+        ordering.rank_disagreements(["a", "b"], ["a", "c"])
 
 
 def test_rank_policies_breaks_ties_by_name():
     scores = pd.Series({"z": 1.0, "a": 1.0, "m": 0.5})
-    assert m.rank_policies(scores, ascending=True) == ["m", "a", "z"]
-    assert m.rank_policies(scores, ascending=False) == ["a", "z", "m"]
+    assert ordering.rank_policies(scores, ascending=True) == ["m", "a", "z"]
+    assert ordering.rank_policies(scores, ascending=False) == ["a", "z", "m"]
 
 
 def test_twin_table_hand_computed():
@@ -326,7 +327,7 @@ def test_twin_table_hand_computed():
                 )
         rows.append(dict(task_id="solo", archetype="settled_clean", unit="u9", twin_side=None, policy=policy,
                          seed=0, gap=1000.0, exact=False, premature_irreversible=True))
-    table = m.twin_table(pd.DataFrame(rows))
+    table = ordering.twin_table(pd.DataFrame(rows))
     assert table.loc["gate", ["paired_loss", "settle_gap", "fail_gap", "premature_irreversible", "exact"]].tolist() == (
         pytest.approx([10.0, 0.0, 20.0, 0.0, 0.5])
     )

@@ -9,6 +9,7 @@ import finbench as fb
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import VERDICTS
 from finbench.experiments import twins as T
+from finbench.analysis import ordering
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +105,9 @@ def test_the_oracle_loses_nothing_on_either_half(small):
 def test_rankings_and_their_disagreements(small):
     _, df, t4 = small
     r = T.rankings(t4)
-    assert r["by_exact"] == M.rank_policies(M.exact_rate(df), ascending=False)
-    assert r["by_paired_loss"] == M.rank_policies(M.twin_table(df).paired_loss, ascending=True)
-    assert r["disagreements"] == M.rank_disagreements(r["by_exact"], r["by_paired_loss"])
+    assert r["by_exact"] == ordering.rank_policies(M.exact_rate(df), ascending=False)
+    assert r["by_paired_loss"] == ordering.rank_policies(ordering.twin_table(df).paired_loss, ascending=True)
+    assert r["disagreements"] == ordering.rank_disagreements(r["by_exact"], r["by_paired_loss"])
     assert r["disagreements"] == int(t4.rank_differs.sum())
     t = t4.set_index("policy")
     assert [r["by_exact"].index(p) + 1 for p in t.index] == list(t.rank_exact)

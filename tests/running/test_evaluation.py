@@ -1,7 +1,9 @@
 """evaluate(): identical rows for any n_jobs and backend; a cache that resumes and cannot be fooled."""
+import contextlib
 import json
 import os
 import pickle
+import signal
 import warnings
 
 import joblib
@@ -195,3 +197,127 @@ def test_n_jobs_is_capped_at_the_work(capsys):
     a = evaluate(tiny, ["sop"], seeds=[0], n_jobs=1000, cache=False)
     assert "capped at 1" in capsys.readouterr().err
     pd.testing.assert_frame_equal(a, evaluate(tiny, ["sop"], seeds=[0], cache=False))
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _within(seconds):
+    """Fail (not hang) if the block takes longer than `seconds`: a FIFO once hung the run."""
+    def ring(signum, frame):
+        raise _Timeout(f"took more than {seconds} s")
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _chunk_paths(cache_dir, corpus, policy, seeds):
+    """The path of every chunk, exactly as `evaluate` names them (default profile, costs and probe)."""
+    from finbench.agents.registry import resolve_policies
+
+    ref = resolve_policies([policy])[0]
+    tasks = list(corpus.tasks)
+    out = []
+    for i in range(0, len(tasks), runner.CHUNK_TASKS):
+        ids = [t.task_id for t in tasks[i:i + runner.CHUNK_TASKS]]
+        key = K.chunk_key(corpus.fingerprint, ids, ref.cache_id, list(seeds), fb.FaultProfile.default(),
+                          fb.Costs(), fb.ProbeMode.full())
+        out.append((K.chunk_path(cache_dir, ref.label, key), K.size_bound(ref.label, ids, seeds)))
+    return out
+
+
+def _plant(path, kind, good, bound):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink_to_dev_zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "symlink_to_a_good_file":
+        os.symlink(good, path)
+    elif kind == "dangling_symlink":
+        os.symlink(path.with_name("nowhere.json"), path)
+    elif kind == "directory":
+        path.mkdir()
+        (path / "inside.json").write_text("{}")
+    elif kind == "socket":
+        import socket
+
+        s, here = socket.socket(socket.AF_UNIX), os.getcwd()
+        os.chdir(path.parent)  # a socket's path is limited to ~100 bytes; bind the name relative to its folder
+        try:
+            s.bind(path.name)
+        finally:
+            os.chdir(here)
+        return s
+    elif kind == "multi_gb_sparse_file":
+        with open(path, "wb") as fh:
+            fh.truncate(3 * 2 ** 30)
+    elif kind == "just_over_the_bound":
+        path.write_bytes(good.read_bytes().ljust(bound + 1, b" "))
+    return None
+
+
+ENTRY_KINDS = ["fifo", "symlink_to_dev_zero", "symlink_to_a_good_file", "dangling_symlink", "directory", "socket",
+               "multi_gb_sparse_file", "just_over_the_bound"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not hasattr(signal, "SIGALRM"), reason="POSIX only")
+@pytest.mark.parametrize("kind", ENTRY_KINDS)
+def test_an_entry_that_is_not_a_regular_file_is_skipped_and_recomputed(tmp_path, kind):
+    seeds = [0, 1]
+    fresh = evaluate(SMALL, ["sop"], seeds=seeds, cache=False)
+    good_dir = tmp_path / "good"
+    evaluate(SMALL, ["sop"], seeds=seeds, cache=good_dir)
+    cache = tmp_path / "cache"
+    paths, bounds = zip(*_chunk_paths(cache, SMALL, "sop", seeds))
+    goods = [g for g, _ in _chunk_paths(good_dir, SMALL, "sop", seeds)]
+    assert len(paths) == 2 and all(g.is_file() for g in goods)  # the names are the ones evaluate uses
+    held = _plant(paths[0], kind, goods[0], bounds[0])
+    try:
+        with _within(60), pytest.warns(CacheWarning, match=f"recomputed 1 cached chunk.*{paths[0].name}"):
+            again = evaluate(SMALL, ["sop"], seeds=seeds, cache=cache)
+    finally:
+        if held is not None:
+            held.close()
+    pd.testing.assert_frame_equal(fresh, again, check_exact=True)
+    if kind == "directory":
+        assert paths[0].is_dir()  # left alone, not written into
+    else:  # replaced by the recomputed chunk, which the next run believes
+        assert paths[0].is_file() and not paths[0].is_symlink()
+        assert paths[0].stat().st_size == goods[0].stat().st_size
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CacheWarning)
+            pd.testing.assert_frame_equal(fresh, evaluate(SMALL, ["sop"], seeds=seeds, cache=cache))
+    assert not [p for p in cache.rglob("*.tmp")]
+
+
+def test_load_chunk_says_what_the_entry_is(tmp_path):
+    path = tmp_path / "sop" / "k.json"
+    path.parent.mkdir()
+    assert K.load_chunk(path, "k", "sop", ["t"], [0]) == (None, None)  # no entry: a plain miss
+    os.mkfifo(path)
+    assert K.load_chunk(path, "k", "sop", ["t"], [0]) == (None, "not a regular file: a FIFO")
+    path.unlink()
+    os.symlink("/dev/zero", path)
+    assert K.load_chunk(path, "k", "sop", ["t"], [0]) == (None, "not a regular file: a symbolic link")
+    path.unlink()
+    path.mkdir()
+    assert K.load_chunk(path, "k", "sop", ["t"], [0]) == (None, "not a regular file: a directory")
+    path.rmdir()
+    with open(path, "wb") as fh:
+        fh.truncate(5 * 2 ** 30)
+    cols, why = K.load_chunk(path, "k", "sop", ["t"], [0])
+    assert cols is None and why.startswith(f"{5 * 2 ** 30} bytes, more than a chunk of this size can hold")
+
+
+def test_the_size_bound_is_generous_and_capped():
+    ids = [f"ord-{i:04d}" for i in range(runner.CHUNK_TASKS)]
+    bound = K.size_bound("sop[patience=60]", ids, range(5))
+    assert 2 ** 20 < bound < 8 * 2 ** 20  # ~550 bytes a row is real; this allows ~8 KB
+    assert K.size_bound("x" * 10 ** 6, ids * 1000, range(1000)) == K.MAX_CHUNK_BYTES

@@ -1,0 +1,143 @@
+"""A user's agent never gets another agent's rows: cache identity from content (issue 18)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import finbench as fb
+from finbench.agents.identity import identity
+from finbench.agents.registry import REGISTRY, PolicyRef, register_policy
+from finbench.running.run import clear_memo
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = fb.make_corpus(n_tasks=18)
+
+
+class Patient:
+    """Ship once the processor shows a settlement; escalate after `deadline`."""
+
+    name = "patient"
+    cache_id = "v1"
+
+    def __init__(self, deadline: int = 590):
+        self.deadline = deadline
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        caps = (obs.get("result") or {}).get("captures", [])
+        if any(c["status"] == "settled" for c in caps):
+            return "ship", {"order_id": self.order}
+        if obs["t"] > self.deadline:
+            return "escalate", {"order_id": self.order}
+        return "probe_processor", {"order_id": self.order}
+
+
+class ShipNow:
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        return "ship", {"order_id": self.order}
+
+
+class WriteOff(ShipNow):
+    def act(self, obs):
+        return "write_off", {"order_id": self.order}
+
+
+def _fresh(policy) -> pd.DataFrame:
+    clear_memo()
+    return fb.evaluate(SMALL, [policy], seeds=[0, 1], cache=False)
+
+
+def _same(got: pd.DataFrame, policy) -> None:
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), _fresh(policy).reset_index(drop=True))
+
+
+def test_instances_with_other_state_get_their_own_rows(tmp_path):
+    first = fb.evaluate(SMALL, [Patient(590)], seeds=[0, 1], cache=tmp_path)
+    second = fb.evaluate(SMALL, [Patient(130)], seeds=[0, 1], cache=tmp_path)
+    _same(second, Patient(130))
+    assert second.gap.mean() != first.gap.mean()  # the two really play differently
+    _same(fb.evaluate(SMALL, [Patient(590)], seeds=[0, 1], cache=tmp_path), Patient(590))
+
+
+def test_factories_through_the_run_memo_get_their_own_rows():
+    """Closures over other values: the in-memory memo keyed them by id(), reused after collection."""
+    clear_memo()
+    for deadline in (590, 130, 300, 590, 450, 130):
+        factory = (lambda d: (lambda: Patient(d)))(deadline)
+        ref = PolicyRef.of(factory, label="patient")
+        rows = fb.Run.make(n_tasks=18, seeds=(0, 1), policies=[ref], cache=False).evaluate()
+        expected = _fresh(PolicyRef.of((lambda d: (lambda: Patient(d)))(deadline), label="patient"))
+        pd.testing.assert_frame_equal(rows.reset_index(drop=True), expected.reset_index(drop=True))
+        del factory, ref
+
+
+def test_a_replaced_registration_plays_the_new_factory(tmp_path):
+    try:
+        register_policy("mine_identity", ShipNow)
+        ships = fb.evaluate(SMALL, ["mine_identity"], seeds=[0, 1], cache=tmp_path)
+        register_policy("mine_identity", WriteOff, replace=True)
+        got = fb.evaluate(SMALL, ["mine_identity"], seeds=[0, 1], cache=tmp_path)
+        assert set(got.disposition) == {"write_off"} and set(ships.disposition) == {"ship"}
+        clear_memo()
+        got_run = fb.Run.make(n_tasks=18, seeds=(0, 1), policies=["mine_identity"], cache=False).evaluate()
+        assert set(got_run.disposition) == {"write_off"}
+    finally:
+        REGISTRY.pop("mine_identity", None)
+
+
+@pytest.mark.parametrize("a, b, same", [
+    (Patient, Patient, True),
+    (Patient(590), Patient(590), True),
+    (Patient(590), Patient(130), False),
+    (ShipNow, WriteOff, False),
+    (lambda: Patient(590), lambda: Patient(590), True),
+    (lambda: Patient(590), lambda: Patient(130), False),
+    (lambda: ShipNow(), lambda: WriteOff(), False),
+], ids=["class", "equal-state", "other-state", "subclass", "same-lambda", "other-constant", "other-global"])
+def test_identity_follows_content(a, b, same):
+    ia, ib = identity(a), identity(b)
+    assert ia is not None and ib is not None
+    assert (ia == ib) is same
+
+
+def test_a_closure_value_enters_the_identity():
+    def make(deadline):
+        return lambda: Patient(deadline)
+
+    assert identity(make(590)) == identity(make(590)) != identity(make(130))
+
+
+def test_no_stable_identity_runs_uncached_and_says_so(tmp_path, capsys):
+    lock = threading.Lock()
+
+    def factory():
+        p = Patient(590)
+        p.lock = lock  # state a cache key cannot hash
+        return p
+
+    assert identity(factory) is None
+    ref = PolicyRef.of(factory, label="locked")
+    assert ref.cache_id is None
+    got = fb.evaluate(SMALL, [ref], seeds=[0], cache=tmp_path)
+    assert capsys.readouterr().err.count("not caching locked") == 1
+    assert not (tmp_path / "locked").exists()
+    assert len(got) == len(SMALL)
+
+
+def test_the_identity_is_the_same_in_another_process():
+    code = ("import sys; sys.path.insert(0, '.'); from tests.agents.test_identity import Patient; "
+            "from finbench.agents.identity import identity; print(identity(Patient), identity(Patient(130)))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                           env={"PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed, "PATH": ""}).stdout.strip()
+            for seed in ("0", "123")}
+    assert outs == {f"{identity(Patient)} {identity(Patient(130))}"}

@@ -1,0 +1,53 @@
+"""A user's policy that asks for the resolution is marked privileged and never compared as unprivileged (issue 18)."""
+from __future__ import annotations
+
+import finbench as fb
+from finbench.experiments import headline, twins
+
+SMALL = fb.make_corpus(n_tasks=30)
+
+
+class Peeker:
+    """Told the resolution (privileged = True): ships if the capture will settle, else writes off."""
+
+    name = "peeker"
+    privileged = True
+
+    def begin(self, brief, resolution=None):
+        self.order = brief["order_id"]
+        self.ship = resolution is not None and resolution["outcome"] == "settled"
+
+    def act(self, obs):
+        return ("ship" if self.ship else "write_off"), {"order_id": self.order}
+
+
+class Honest(Peeker):
+    name = "honest"
+    privileged = False
+
+
+def test_rows_of_a_told_policy_are_marked():
+    df = fb.evaluate(SMALL, [Peeker, Honest, "finality_oracle", "finality_gate"], seeds=[0], cache=False)
+    told = df.groupby("policy").privileged.agg(["all", "any"])
+    assert told.loc["peeker", "all"] and told.loc["finality_oracle", "all"]
+    assert not told.loc["honest", "any"] and not told.loc["finality_gate", "any"]
+    # the mark is earned by being told, not by the name: Honest plays blind (never ships)
+    assert set(df[df.policy == "honest"].disposition) == {"write_off"}
+
+
+def test_a_told_policy_is_left_out_of_unprivileged_claims():
+    run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=50, cache=False,
+                      policies=[*fb.POLICIES, Peeker])
+    tables = headline.tables(headline.episodes(run), run)
+    t2 = tables["table2"].set_index("policy")
+    assert bool(t2.loc["peeker", "privileged"]) and not bool(t2.loc["finality_gate", "privileged"])
+    assert t2.loc["peeker", "mean_gap"] <= t2.loc["finality_gate", "mean_gap"]  # it would win if counted
+    claims = {c.id: c for c in headline.claims(tables)}
+    blind = {c.id: c for c in headline.claims(headline.tables(
+        headline.episodes(run.replace(policies=list(fb.POLICIES))), run.replace(policies=list(fb.POLICIES))))}
+    assert claims["gate_gap"].verdict == blind["gate_gap"].verdict
+    assert claims["gate_exact"].verdict == blind["gate_exact"].verdict
+    t4 = twins.tables(headline.episodes(run), run)["table4"].set_index("policy")
+    assert bool(t4.loc["peeker", "privileged"])
+    second = {c.id: c for c in twins.claims({"table4": t4.reset_index()})}["optimistic_second_by_accuracy"]
+    assert "peeker" not in second.measured
