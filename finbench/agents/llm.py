@@ -1,29 +1,50 @@
 """A language-model agent: `FinalityEnv` driven through OpenAI-style chat completions with tool calls.
 
     agent = ModelAgent("qwen2.5-7b-instruct", base_url="http://127.0.0.1:8000/v1")
-    res = agent.episode(task, seed=0)          # an EpisodeResult; transcript under data/model_runs/<model>/
+    res = agent.episode(task, seed=0)          # an EpisodeResult; transcript under data/model_runs/<model folder>/
 
 The client is the `openai` package pointed at any `base_url` (hosted APIs,
 vLLM, Ollama, llama.cpp servers all speak the protocol). The key is read from
 an environment variable (`api_key_env`, default `OPENAI_API_KEY`; a
 placeholder when it is unset, for local servers) and is never stored on the
-agent, written to a transcript or printed.
+agent; the key string is scrubbed (replaced by `***`) from every record
+written (a server that echoes the `Authorization` header back cannot put it in
+a transcript) and from the client's error messages.
 
 Transcripts: one JSONL file per (model, task, seed, prompt hash), named
-`<task>__seed<seed>__<prompt hash>.jsonl` under `<transcripts>/<model>/`. The
+`<task>__seed<seed>__<prompt hash>.jsonl` under `<transcripts>/<model folder>/`,
+where the model folder is a readable slug of the name plus a short hash of
+the exact name (`model_dir_name`: `org/m` and `org_m` never share one). The
 first record is a header (model, base_url, system prompt, tool schemas,
 sampling parameters); then one `request` record per chat completion (the
 messages added since the previous request; the full request is the header's
-prompt and tools plus every message so far) and one `response` record (the
-response as the server sent it); last an `end` record with the episode's
-outcome. An episode whose transcript has an `end` record is replayed from it
-without a request; an unfinished one is resumed: the recorded responses are
-reused for as long as the requests they answered are the same, then the
-model is asked again.
+prompt and tools plus every message so far) and one `response` record: the
+reply's JSON as the server sent it (`body`, key scrubbed), or, when the reply
+is not JSON, too large or too deeply nested, `invalid` (why) and `text` (its
+start). Last an `end` record with the episode's outcome. An episode whose
+transcript has an `end` record is replayed from it without a request; an
+unfinished one is resumed: the recorded responses are reused for as long as
+the requests they answered are the same, then the model is asked again (the
+transcript is cut there and appended to). A stored reply is read exactly as
+the live run read it, so a resumed episode plays as the uninterrupted one.
+
+One writer per transcript: `<transcript>.lock` (an `flock` held while an
+episode is played; it holds the writer's pid, and a lock left by a dead
+process is taken over). A second agent waits for it, or (`claim(...,
+wait=False)`, as `model_arm.run_model` does) plays other episodes first.
+A transcript that cannot be replayed (a record that is not one, a request
+without its turn, a header without the model, lines out of order, not a
+regular file) is set aside as `<name>.unreplayable-<n>.jsonl`, with a
+`TranscriptWarning` naming it, and the episode is played afresh.
 
 Faults: the client retries 408/409/429/5xx and timeouts with exponential
-backoff (`max_retries`, honouring `retry-after`). A malformed tool call (no
-tool call, an unknown tool, arguments that are not a JSON object, wrong
+backoff (`max_retries`, honouring `retry-after`); `timeout` is a total deadline
+per request attempt (connect, send and the whole reply), not a per-read one.
+Every reply is either a turn or a malformed call: a reply that is not a
+chat completion (not JSON, not an object, no `choices`, no `message`,
+`tool_calls` not a list of calls, over `MAX_REPLY_BYTES`, nested more than
+`MAX_DEPTH` levels, an undecodable content encoding), a malformed tool call
+(no tool call, an unknown tool, arguments that are not a JSON object, wrong
 arguments, more than one call in a turn) is answered with an error
 observation and counted (`malformed`); each costs a call of the budget like
 any bad call, so a model that never disposes of the case runs out of its 40
@@ -34,11 +55,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
 
+from finbench.agents.llm_reply import (MAX_CALLS, MAX_DEPTH, MAX_REPLY_BYTES, SCRUBBED, ReplyTooLarge, causes, clean,
+                                       deadline_http_client, read_reply, reply_fields, scrub, scrub_error,
+                                       tool_arguments)
+from finbench.agents.llm_transcripts import (Transcript, TranscriptLock, TranscriptWarning, Unreplayable, header_model,
+                                             is_transcript, legacy_dir_name, load_transcript, model_dir_name,
+                                             read_transcript, set_aside, transcript_path)
 from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import play
 from finbench.sim.tools import TOOL_NAMES, tool_schemas, validate
@@ -49,6 +75,10 @@ KEY_PLACEHOLDER = "none"
 NO_TOOL = "__no_tool_call__"
 """The tool name passed to the environment for a reply with no tool call (an unknown tool: an error, one call)."""
 _BAD_JSON = "__arguments_not_json__"
+MAX_TOOL_NAME = 100  # an unknown tool's name is cut to this before the environment echoes it
+__all__ = ["KEY_PLACEHOLDER", "MAX_CALLS", "MAX_DEPTH", "MAX_REPLY_BYTES", "NO_TOOL", "PROMPT_FILE", "SCRUBBED",
+           "TRANSCRIPTS_DIR", "ModelAgent", "ModelUnavailable", "TranscriptWarning", "header_model", "is_transcript",
+           "model_dir_name", "prompt_hash", "read_transcript", "system_prompt", "transcript_path"]
 
 
 def system_prompt(path: str | Path | None = None) -> str:
@@ -65,28 +95,6 @@ def prompt_hash(prompt: str, tools: list[dict], params: dict) -> str:
     return hashlib.sha256(_canon([prompt, tools, params]).encode()).hexdigest()[:12]
 
 
-def model_dir_name(model: str) -> str:
-    """A model name as a folder name ('org/model:tag' -> 'org_model_tag')."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
-
-
-def transcript_path(root: str | Path, model: str, task_id: str, seed: int, phash: str) -> Path:
-    """Where the transcript of (model, task, seed, prompt hash) lives."""
-    return Path(root) / model_dir_name(model) / f"{task_id}__seed{seed}__{phash}.jsonl"
-
-
-def read_transcript(path: str | Path) -> list[dict]:
-    """The records of a transcript; a torn last line (a run killed mid-write) is dropped."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return out
-
-
 class ModelUnavailable(RuntimeError):
     """A response was needed but the agent has no endpoint (replay only) or the request failed."""
 
@@ -97,19 +105,21 @@ class ModelAgent:
     Args:
         model: The model name the server knows.
         base_url: The endpoint, e.g. `"http://127.0.0.1:8000/v1"`; None or "" for replay only
-            (every response must come from a transcript).
-        api_key_env: The environment variable holding the key (read at each client creation,
-            never stored); unset means the placeholder `"none"`, which local servers accept.
+            (every response must come from a transcript; transcripts are read, never written).
+        api_key_env: The environment variable holding the key (read when needed, never stored);
+            unset means the placeholder `"none"`, which local servers accept.
         transcripts: The folder of transcripts (`data/model_runs`); None for none (no resume).
         prompt_path: The system prompt file (default `finbench/agents/prompts/system.txt`).
         temperature: Sent with every request (None: not sent).
         max_tokens: Sent with every request (None: not sent).
         max_retries: The client's retries on 408/409/429/5xx, connection errors and timeouts,
             with exponential backoff.
-        timeout: Seconds per request.
+        timeout: Seconds per request attempt, in total (connect, send, the whole reply); None for no
+            limit.
 
     Attributes:
-        malformed (int): Malformed tool calls in the current episode.
+        malformed (int): Malformed calls in the current episode (replies that are not a chat
+            completion, and malformed tool calls).
         requests (int): Requests sent to the endpoint in the current episode (not replayed ones).
         replayed (int): Responses taken from a transcript in the current episode.
 
@@ -133,6 +143,11 @@ class ModelAgent:
                  timeout: float = 120.0):
         if not isinstance(model, str) or not model:
             raise ValueError(f"ModelAgent: model must be a non-empty string, got {model!r}")
+        if clean(model) != model:
+            raise ValueError(f"ModelAgent: model {model!r} holds a lone surrogate (not sendable as UTF-8)")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout < float("inf")):
+            raise ValueError(f"ModelAgent: timeout must be a positive number of seconds or None, got {timeout!r}")
         self.model = model
         self.name = model
         self.base_url = base_url or None
@@ -143,17 +158,26 @@ class ModelAgent:
         self.params = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
         self.prompt_hash = prompt_hash(self.prompt, self.tools, self.params)
         self.max_retries = max_retries
-        self.timeout = timeout
+        self.timeout = None if timeout is None else float(timeout)
         self._client = None
         self._key: tuple[str, int] | None = None
+        self._lock: TranscriptLock | None = None
+        self._file = None
+        self._path = None
         self.malformed = self.requests = self.replayed = 0
 
     # --- the client -------------------------------------------------------------------
-    def __getstate__(self):  # copies and pickles carry the configuration, never a client
+    def __getstate__(self):  # copies and pickles carry the configuration, never a client, file or lock
         state = dict(self.__dict__)
         state["_client"] = None
         state["_file"] = None
+        state["_lock"] = None
         return state
+
+    def _secret(self) -> str | None:
+        """The key string to scrub (None when unset: the placeholder is no secret)."""
+        key = os.environ.get(self.api_key_env) if isinstance(self.api_key_env, str) else None
+        return key or None
 
     def client(self):
         """The `openai.OpenAI` client (made on first use; the key is read from the environment then)."""
@@ -164,8 +188,8 @@ class ModelAgent:
             import openai
 
             self._client = openai.OpenAI(base_url=self.base_url, max_retries=self.max_retries,
-                                         timeout=self.timeout,
-                                         api_key=os.environ.get(self.api_key_env) or KEY_PLACEHOLDER)
+                                         timeout=self.timeout, http_client=deadline_http_client(self.timeout),
+                                         api_key=self._secret() or KEY_PLACEHOLDER)
         return self._client
 
     # --- one episode ------------------------------------------------------------------
@@ -180,22 +204,74 @@ class ModelAgent:
         return transcript_path(self.transcripts, self.model, task_id, seed, self.prompt_hash)
 
     def finished(self, task_id: str, seed: int) -> bool:
-        """Whether the transcript of (task, seed) ends with an `end` record."""
+        """Whether the transcript of (task, seed) can be replayed and ends with an `end` record (read only)."""
         p = self.path(task_id, seed)
-        return p is not None and p.exists() and any(r.get("kind") == "end" for r in read_transcript(p))
+        try:
+            tx = None if p is None else load_transcript(p, self.model)
+        except Unreplayable:
+            return False
+        return tx is not None and tx.finished
+
+    def claim(self, task_id: str, seed: int, wait: bool = True) -> bool:
+        """Take the lock of (task, seed)'s transcript: exclusive with an endpoint, shared for replay only.
+
+        False when another process holds it and `wait` is False; True without a transcripts folder,
+        or (replay only) when the folder cannot take a lock file. `begin` claims (waiting) if needed;
+        `end` and `release` let go."""
+        key = (task_id, int(seed))
+        if self._lock is not None and self._lock.key == key:
+            return True
+        self.release()
+        p = self.path(task_id, seed)
+        if p is None:
+            return True
+        lock = TranscriptLock(p, key, shared=not self.base_url)
+        try:
+            if not lock.acquire(wait):
+                return False
+        except OSError:
+            if self.base_url:
+                raise
+            return True  # a read-only folder: a reader needs no lock there
+        self._lock = lock
+        return True
+
+    def release(self) -> None:
+        """Close the transcript and let go of its lock (`end` does this; also after a failed episode)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def inspect(self, task_id: str, seed: int) -> str:
+        """"finished", "partial" or "none": the state of (task, seed)'s transcript, after setting it aside
+        (with a `TranscriptWarning`) if it cannot be replayed. Call it holding the claim."""
+        p = self.path(task_id, seed)
+        if p is None:
+            return "none"
+        tx = self._read(p)
+        return "none" if tx is None else "finished" if tx.finished else "partial"
 
     def episode(self, task, seed: int = 0, profile=None, costs=None):
         """Play `task` under `seed` (replayed from its transcript if finished); the `EpisodeResult`."""
         self.bind(task.task_id, seed)
-        env = play(FinalityEnv(task, seed, profile, costs), self)
-        res = env.result(self.model, reference_position(task, env.costs))
-        self.end({"position": res.position, "gap": res.gap, "exact": res.exact, "disposition": res.disposition,
-                  "n_calls": res.n_calls})
+        try:
+            env = play(FinalityEnv(task, seed, profile, costs), self)
+            res = env.result(self.model, reference_position(task, env.costs))
+            self.end({"position": res.position, "gap": res.gap, "exact": res.exact,
+                      "disposition": res.disposition, "n_calls": res.n_calls})
+        finally:
+            self.release()
         return res
 
     def begin(self, brief: dict) -> None:
         task_id, seed = self._key if self._key is not None else (brief["order_id"], brief.get("seed", 0))
         self._key = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         self.malformed = self.requests = self.replayed = 0
         self.messages: list[dict] = [
             {"role": "system", "content": self.prompt},
@@ -203,69 +279,82 @@ class ModelAgent:
         ]
         self._sent = 0
         self._pending: list[tuple[str, str | None]] = []  # (tool_call_id, error override) awaiting the observation
+        self._task = (task_id, seed)
         self._path = self.path(task_id, seed)
         self._recorded: list[tuple[str, dict]] = []
+        self._offsets: list[int] = []
+        self._end_offset = 0
+        self._on_disk = False  # a whole header is on disk: append to it, else start the file
         self._done_before = False
-        self._file = None
-        if self._path is not None and self._path.exists():
-            recs = read_transcript(self._path)
-            self._done_before = any(r.get("kind") == "end" for r in recs)
-            reqs = [r for r in recs if r.get("kind") == "request"]
-            resps = {r["turn"]: r for r in recs if r.get("kind") == "response"}
-            self._recorded = [(q["sha"], resps[q["turn"]]["body"]) for q in reqs if q["turn"] in resps]
-        if self._path is not None and not self._done_before:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self._path, "w", encoding="utf-8")
-            self._write({"kind": "header", "model": self.model, "base_url": self.base_url, "task_id": task_id,
-                         "seed": seed, "prompt_hash": self.prompt_hash, "params": self.params,
-                         "api_key_env": self.api_key_env, "system": self.prompt, "tools": self.tools})
+        if self._path is None:
+            return
+        self.claim(task_id, seed, wait=True)
+        tx = self._read(self._path)
+        if tx is not None:
+            self._recorded = [(sha, resp) for sha, resp, _ in tx.pairs]
+            self._offsets = [off for _, _, off in tx.pairs]
+            self._end_offset = tx.end_offset
+            self._on_disk = True
+            self._done_before = tx.finished
 
     def act(self, observation: dict) -> tuple[str, dict]:
         if self._pending:
             self._answer(observation)
-        body = self._complete()
-        msg = ((body.get("choices") or [{}])[0].get("message")) or {}
-        calls = msg.get("tool_calls") or []
-        assistant = {"role": "assistant", "content": msg.get("content")}
-        if calls:
-            assistant["tool_calls"] = [{"id": c.get("id") or f"call-{i}", "type": "function",
-                                        "function": {"name": (c.get("function") or {}).get("name"),
-                                                     "arguments": (c.get("function") or {}).get("arguments")}}
-                                       for i, c in enumerate(calls)]
+        assistant, calls, problem = read_reply(self._complete())
         self.messages.append(assistant)
-        if not calls:
+        if problem is not None or not calls:
             self.malformed += 1
-            self._pending = [(None, "your reply had no tool call; make exactly one tool call per turn")]
+            why = problem or "your reply had no tool call"
+            self._pending = [(None, f"{why}; make exactly one tool call per turn")]
             return NO_TOOL, {}
-        first = assistant["tool_calls"][0]
-        for extra in assistant["tool_calls"][1:]:  # answered, not executed
+        (first_id, name, raw), extras = calls[0], calls[1:]
+        for extra_id, _, _ in extras:  # answered, not executed
             self.malformed += 1
-            self.messages.append({"role": "tool", "tool_call_id": extra["id"],
+            self.messages.append({"role": "tool", "tool_call_id": extra_id,
                                   "content": json.dumps({"error": "not executed: make one tool call per turn"})})
-        name, raw = first["function"]["name"], first["function"]["arguments"]
+        tool = name if name in TOOL_NAMES or len(name) <= MAX_TOOL_NAME else name[:MAX_TOOL_NAME] + "..."
         try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
-            if args is None:
-                args = {}
-            if not isinstance(args, dict):
-                raise ValueError("not a JSON object")
+            args = tool_arguments(raw)
         except (ValueError, TypeError) as e:
             self.malformed += 1
-            self._pending = [(first["id"], f"the arguments of {name!r} are not a JSON object ({e})")]
-            return name if name in TOOL_NAMES else NO_TOOL, {_BAD_JSON: True}
-        if validate(name, args) is not None:
+            self._pending = [(first_id, f"the arguments of {tool!r} are not a JSON object ({clean(str(e))[:200]})")]
+            return tool if tool in TOOL_NAMES else NO_TOOL, {_BAD_JSON: True}
+        if validate(tool, args) is not None:
             self.malformed += 1  # the environment answers with the error
-        self._pending = [(first["id"], None)]
-        return name if isinstance(name, str) else NO_TOOL, args
+        self._pending = [(first_id, None)]
+        return tool, args
 
     def end(self, outcome: dict) -> None:
-        """Close the transcript with an `end` record (after the environment ended the case)."""
-        if self._file is not None:
+        """Close the transcript with an `end` record (after the environment ended the case) and let go of
+        its lock. A finished transcript replayed whole, or a replay-only agent, writes nothing."""
+        if self._path is not None and self.base_url and not (self._done_before and self.requests == 0):
+            self._open_at(self.requests + self.replayed)
             self._write({"kind": "end", "malformed": self.malformed, "requests": self.requests, **outcome})
-            self._file.close()
-            self._file = None
+        self.release()
 
     # --- internals --------------------------------------------------------------------
+    def _read(self, path: Path) -> Transcript | None:
+        """The transcript at `path` (moved from its pre-hash folder if it is there), set aside if it
+        cannot be replayed."""
+        if not os.path.lexists(path):
+            self._adopt_legacy(path)
+        try:
+            return load_transcript(path, self.model)
+        except Unreplayable as e:
+            set_aside(path, str(e))
+            return None
+
+    def _adopt_legacy(self, path: Path) -> None:
+        """A transcript of this model in the folder named before folder names carried a hash: moved here."""
+        old = path.parent.parent / legacy_dir_name(self.model) / path.name
+        if old.parent == path.parent or header_model(old) != self.model:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(old, path)
+        except OSError:
+            pass
+
     def _answer(self, obs: dict) -> None:
         call_id, override = self._pending[0]
         self._pending = []
@@ -279,40 +368,75 @@ class ModelAgent:
         else:
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
 
-    def _write(self, rec: dict) -> None:
-        self._file.write(json.dumps(rec, sort_keys=True, ensure_ascii=False) + "\n")
-        self._file.flush()
+    def _open_at(self, turn: int) -> None:
+        """Open the transcript for writing from `turn` on: the records before it are kept, the rest cut."""
+        if self._file is not None:
+            return
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        if self._on_disk:
+            pos = self._offsets[turn] if turn < len(self._offsets) else self._end_offset
+            self._file = open(self._path, "r+b")
+            self._file.truncate(pos)
+            self._file.seek(pos)
+        else:
+            self._file = open(self._path, "wb")
+            task_id, seed = self._task
+            self._write({"kind": "header", "model": self.model, "base_url": self.base_url, "task_id": task_id,
+                         "seed": seed, "prompt_hash": self.prompt_hash, "params": self.params,
+                         "api_key_env": self.api_key_env, "system": self.prompt, "tools": self.tools})
+            self._on_disk = True
+        self._recorded, self._offsets = self._recorded[:turn], self._offsets[:turn]
+        self._done_before = False
+
+    def _write(self, rec: dict) -> dict:
+        """Write a record (key scrubbed, ASCII JSON, one line) if a transcript is open; the record as it
+        reads back, which is what the episode goes on with (so a replay reads exactly the same)."""
+        line = json.dumps(scrub(rec, self._secret()), sort_keys=True, ensure_ascii=True)
+        if self._file is not None:
+            self._file.write(line.encode("ascii") + b"\n")
+            self._file.flush()
+        return json.loads(line)
+
+    def _ask(self, client) -> dict:
+        """One chat completion: the response record's `body`, or `invalid` (and `text`) for a reply that
+        cannot be read. Transport and status errors (after the client's retries) are raised, key scrubbed."""
+        import openai
+
+        secret = self._secret()
+        try:
+            raw = client.chat.completions.with_raw_response.create(model=self.model, messages=self.messages,
+                                                                   tools=self.tools, **self.params)
+            data = raw.http_response.content
+        except ReplyTooLarge as e:
+            return {"invalid": str(e)}
+        except openai.APIConnectionError as e:
+            cause = next((c for c in causes(e) if type(c).__name__ == "DecodingError"), None)
+            if cause is not None:  # a body whose content encoding does not decode
+                return {"invalid": f"the reply's content encoding does not decode ({clean(str(cause))[:200]})"}
+            scrub_error(e, secret)
+            raise
+        except openai.OpenAIError as e:
+            scrub_error(e, secret)
+            raise
+        return reply_fields(data, secret)
 
     def _complete(self) -> dict:
+        """The response record answering the conversation so far: the transcript's if it answered this
+        same request, else the model's (recorded)."""
         turn = self.requests + self.replayed
         sha = hashlib.sha256(_canon([self.model, self.params, self.prompt_hash, self.messages]).encode()).hexdigest()
         new = self.messages[self._sent:]
         self._sent = len(self.messages)
         if turn < len(self._recorded) and self._recorded[turn][0] == sha:
-            body = self._recorded[turn][1]
             self.replayed += 1
-        else:
-            self._recorded = self._recorded[:turn]  # the conversation left the transcript: ask from here on
-            client = self.client()  # replay only: raises here, before any transcript is touched
-            if self._done_before:  # a finished transcript that no longer matches: start it again
-                self._done_before = False
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self._path, "w", encoding="utf-8")
-                self._write({"kind": "header", "model": self.model, "base_url": self.base_url,
-                             "prompt_hash": self.prompt_hash, "params": self.params, "api_key_env": self.api_key_env,
-                             "system": self.prompt, "tools": self.tools, "restarted": True})
-                new = self.messages
-            started = time.perf_counter()
-            resp = client.chat.completions.create(model=self.model, messages=self.messages,
-                                                         tools=self.tools, **self.params)
-            body = resp.model_dump(mode="json", exclude_none=True)
-            self.requests += 1
-            if self._file is not None:
-                self._write({"kind": "request", "turn": turn, "sha": sha, "messages": new})
-                self._write({"kind": "response", "turn": turn, "seconds": round(time.perf_counter() - started, 3),
-                             "body": body})
-            return body
-        if self._file is not None:
-            self._write({"kind": "request", "turn": turn, "sha": sha, "messages": new})
-            self._write({"kind": "response", "turn": turn, "replayed": True, "body": body})
-        return body
+            return self._recorded[turn][1]
+        client = self.client()  # replay only: raises here, before any transcript is touched
+        if self._path is not None:
+            self._open_at(turn)  # the conversation left the transcript (or ran past it): ask from here on
+        self._recorded = self._recorded[:turn]
+        started = time.perf_counter()
+        fields = self._ask(client)
+        seconds = round(time.perf_counter() - started, 3)
+        self.requests += 1
+        self._write({"kind": "request", "turn": turn, "sha": sha, "messages": new})
+        return self._write({"kind": "response", "turn": turn, "seconds": seconds, **fields})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ import pandas as pd
 from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric
 from finbench.analysis.publish import TableSpec
 from finbench.sim.corpus import Corpus
-from finbench.agents.llm import ModelAgent, ModelUnavailable, read_transcript
+from finbench.agents.llm import ModelAgent, ModelUnavailable, TranscriptWarning, header_model, is_transcript
 from finbench.agents.registry import PolicyRef
 from finbench.running.run import Run, corpus_for
 from finbench.running.evaluation import COLUMNS, episode_row  # the runner's own episode: model rows have every column
@@ -90,32 +91,48 @@ def subset_run(master_seed: int, n_tasks: int, size: int = 60, subset_seed: int 
 # --- model episodes ---------------------------------------------------------------------
 
 def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool) -> pd.DataFrame:
+    """Episode rows of `agent` on `run`'s (task, seed) pairs, in that order.
 
+    Each episode is played holding its transcript's lock. With an endpoint, an episode another
+    process is writing is left for later and played (replayed, if that process finished it) once
+    its lock is free; replay only (`only_finished`), only finished transcripts give rows, and one
+    that cannot be replayed is set aside (a `TranscriptWarning` names it) and gives none."""
     ref = PolicyRef(agent.model, lambda: agent)
     pairs = [(t, s) for t in run.corpus.tasks for s in run.seeds]
-    if only_finished:
-        pairs = [(t, s) for t, s in pairs if agent.finished(t.task_id, s)]
     it = pairs
     if progress:
         from tqdm import tqdm
 
         it = tqdm(pairs, desc=f"{agent.model} episodes", leave=False)
-    rows = []
-    for task, seed in it:
-        agent.bind(task.task_id, seed)
+    rows: dict[int, dict] = {}
+
+    def one(i: int, task, seed: int, wait: bool) -> bool:
+        if not agent.claim(task.task_id, seed, wait=wait):
+            return False
         try:
-            row = dict(zip(COLUMNS, episode_row(task, ref, seed, run.profile, run.costs)))
-        except ModelUnavailable as e:
-            if only_finished:  # a transcript that no longer replays (the environment changed): not a row
-                print(f"note: {agent.model} {task.task_id} seed {seed}: transcript does not replay ({e})",
-                      file=sys.stderr)
-                continue
-            raise
-        agent.end({"position": row["position"], "gap": row["gap"], "exact": bool(row["exact"]),
-                   "disposition": row["disposition"], "n_calls": row["n_calls"]})
-        row["malformed"] = agent.malformed
-        rows.append(row)
-    return pd.DataFrame(rows, columns=[*COLUMNS, "malformed"])
+            if only_finished and agent.inspect(task.task_id, seed) != "finished":
+                return True
+            agent.bind(task.task_id, seed)
+            try:
+                row = dict(zip(COLUMNS, episode_row(task, ref, seed, run.profile, run.costs)))
+            except ModelUnavailable as e:
+                if only_finished:  # a transcript that no longer replays (the environment changed): not a row
+                    print(f"note: {agent.model} {task.task_id} seed {seed}: transcript does not replay ({e})",
+                          file=sys.stderr)
+                    return True
+                raise
+            agent.end({"position": row["position"], "gap": row["gap"], "exact": bool(row["exact"]),
+                       "disposition": row["disposition"], "n_calls": row["n_calls"]})
+            row["malformed"] = agent.malformed
+            rows[i] = row
+        finally:
+            agent.release()
+        return True
+
+    busy = [(i, task, seed) for i, (task, seed) in enumerate(it) if not one(i, task, seed, wait=False)]
+    for i, task, seed in busy:  # written by another process just now: theirs, once they let go
+        one(i, task, seed, wait=True)
+    return pd.DataFrame([rows[i] for i in sorted(rows)], columns=[*COLUMNS, "malformed"])
 
 
 def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = "data/model_runs",
@@ -125,13 +142,17 @@ def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = 
     Args:
         run: the subset run (`subset_run`).
         model, base_url: the model name and the OpenAI-compatible endpoint.
-        transcripts: the transcripts folder (`<transcripts>/<model>/...jsonl`).
+        transcripts: the transcripts folder (`<transcripts>/<model folder>/...jsonl`, the folder
+            `finbench.agents.llm.model_dir_name(model)`).
         api_key_env: the environment variable holding the key.
         progress: a progress bar over episodes.
         **agent_kw: passed to `ModelAgent` (temperature, max_retries, timeout, ...).
 
     Returns:
-        Episode rows (the runner's columns plus `malformed`), policy = the model name.
+        Episode rows (the runner's columns plus `malformed`), policy = the model name. Every
+        reply is a turn or a counted malformed call; several processes may run this on one folder
+        at once (each transcript has one writer; an episode another process is writing is taken
+        up, replayed, once it lets go).
 
     Raises:
         openai.APIError: the endpoint failed after the client's retries; the episodes
@@ -141,17 +162,34 @@ def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = 
     return _rows(run, agent, only_finished=False, progress=progress)
 
 
+def _whole_first_line(path: Path) -> bool:
+    try:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as f:
+            return f.readline(4 * 2**20).endswith(b"\n")
+    except OSError:
+        return False
+
+
 def transcript_models(transcripts: str | Path) -> list[str]:
-    """The model names with at least one transcript under `transcripts` (from the headers), sorted."""
+    """The model names with at least one transcript under `transcripts` (from the headers), sorted.
+
+    A transcript whose first line is not a header naming a model is skipped with a `TranscriptWarning`
+    (its model's agent sets it aside when it comes to that episode)."""
     root = Path(transcripts)
     names = set()
     if root.is_dir():
         for d in sorted(p for p in root.iterdir() if p.is_dir()):
             for f in sorted(d.glob("*.jsonl")):
-                recs = read_transcript(f)
-                if recs and recs[0].get("kind") == "header":
-                    names.add(recs[0]["model"])
-                    break
+                if not is_transcript(f):
+                    continue
+                model = header_model(f)
+                if model is not None:
+                    names.add(model)
+                elif _whole_first_line(f):  # not one being started right now
+                    warnings.warn(f"transcript {f} has no header naming its model; skipped", TranscriptWarning,
+                                  stacklevel=2)
     return sorted(names)
 
 

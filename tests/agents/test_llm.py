@@ -22,7 +22,7 @@ import pytest
 
 import finbench as fb
 from finbench.experiments import model_arm as M
-from finbench.agents.llm import ModelAgent, read_transcript
+from finbench.agents.llm import ModelAgent, model_dir_name, read_transcript
 
 MODEL = "loopback/scripted:v1"
 KEY_ENV = "FINBENCH_TEST_MODEL_KEY"
@@ -76,7 +76,7 @@ class Loopback:
                 outer.handle(self)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
@@ -114,7 +114,7 @@ class Loopback:
         if self.never:
             tool, args = "read_ledger", {"order_id": brief["order_id"]}
         raw = json.dumps(args)
-        calls = [{"id": f"call-{i}", "type": "function", "function": {"name": tool, "arguments": raw}}]
+        calls = [{"id": f"call-{turn}", "type": "function", "function": {"name": tool, "arguments": raw}}]
         if fault == "bad_json":
             calls[0]["function"]["arguments"] = '{"order_id": "' + brief["order_id"]
         elif fault == "unknown_tool":
@@ -122,14 +122,19 @@ class Loopback:
         elif fault == "wrong_args":
             calls[0]["function"].update(name="wait", arguments=json.dumps({"order_id": brief["order_id"]}))
         elif fault == "two_calls":
-            calls.append({"id": f"call-{i}b", "type": "function",
+            calls.append({"id": f"call-{turn}b", "type": "function",
                           "function": {"name": "ship", "arguments": json.dumps({"order_id": brief["order_id"]})}})
         message = {"role": "assistant", "content": None, "tool_calls": calls}
         if fault == "no_call":
             message = {"role": "assistant", "content": "I think we should wait and see."}
-        self._send(h, 200, {"id": f"chatcmpl-{i}", "object": "chat.completion", "created": 0, "model": body["model"],
-                            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+        self.respond(h, i, fault, brief, {
+            "id": f"chatcmpl-{i}", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    def respond(self, h, i, fault, brief, completion):
+        """Send the scripted completion (a subclass may send something else: tests/agents/test_llm_hostile.py)."""
+        self._send(h, 200, completion)
 
     @staticmethod
     def _send(h, status, payload, headers=None):
@@ -245,7 +250,7 @@ def test_a_killed_server_and_a_resumed_run(run, tmp_path, key):
         M.run_model(run, MODEL, first.base_url, transcripts=runs, api_key_env=KEY_ENV, max_retries=1, timeout=5)
     agent = ModelAgent(MODEL, None, transcripts=runs)
     done = {t.task_id for t in run.corpus.tasks if agent.finished(t.task_id, 0)}
-    started = {p.name.split("__")[0] for p in (runs / "loopback_scripted_v1").glob("*.jsonl")}
+    started = {p.name.split("__")[0] for p in (runs / model_dir_name(MODEL)).glob("*.jsonl")}
     assert done and started - done, "the kill should fall inside an episode"
     partial = (started - done).pop()
     second = Loopback()

@@ -9,7 +9,7 @@ import pytest
 
 import finbench as fb
 from finbench.experiments import model_arm as M
-from finbench.agents.llm import read_transcript, system_prompt
+from finbench.agents.llm import model_dir_name, read_transcript, system_prompt
 from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere
 from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
@@ -27,7 +27,7 @@ def test_ten_plus_episodes_through_the_real_client(run, tmp_path, key, capfd):
     assert {(r.task_id, r.seed): r.position for r in rows.itertuples()} == direct
     assert len(srv.seen) == rows["n_calls"].sum() and (rows["malformed"] == 0).all()
     # one transcript per (task, seed), keyed in its name, every request and response recorded
-    files = sorted((tmp_path / "runs" / "loopback_scripted_v1").glob("*.jsonl"))
+    files = sorted((tmp_path / "runs" / model_dir_name(MODEL)).glob("*.jsonl"))
     assert len(files) == len(rows)
     recs = read_transcript(files[0])
     assert recs[0]["kind"] == "header" and recs[0]["system"] == system_prompt() and recs[-1]["kind"] == "end"
@@ -119,7 +119,7 @@ def test_a_transcript_that_no_longer_replays_is_left_alone_and_not_a_row(run, tm
         M.run_model(run, MODEL, srv.base_url, transcripts=runs, api_key_env=KEY_ENV, progress=False)
     finally:
         srv.close()
-    path = sorted((runs / "loopback_scripted_v1").glob("*.jsonl"))[0]
+    path = sorted((runs / model_dir_name(MODEL)).glob("*.jsonl"))[0]
     recs = read_transcript(path)
     recs[-2]["body"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] = "read_bank"  # last answer
     recs[3]["sha"] = "0" * 64  # the second request no longer matches the conversation
