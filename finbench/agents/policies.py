@@ -173,13 +173,13 @@ def system_verdicts(reads: dict[str, dict], value: float) -> tuple[dict[str, str
     led = reads["ledger"]
     cash = led["balances"]["cash"]
     failed_lines = any(ln["memo"].startswith("capture failed") for ln in led["lines"])
-    v["ledger"] = "settled" if led["balances"]["cash"] >= value - 0.005 else ("failed" if failed_lines else "pending")
+    v["ledger"] = "settled" if led["balances"]["cash"] >= value - C.MONEY_TOL else ("failed" if failed_lines else "pending")
     erp = reads["erp"]["status"]
     v["erp"] = {"paid": "settled", "payment_failed": "failed", "charged_back": "failed"}.get(erp, "pending")
     bank = reads["bank"]
     credits = sum(ln["amount"] for ln in bank["lines"] if ln["type"] == "credit")
-    v["bank"] = "settled" if credits >= value - 0.005 else "pending"
-    double = cash > value + 0.005 or credits > value + 0.005
+    v["bank"] = "settled" if credits >= value - C.MONEY_TOL else "pending"
+    double = cash > value + C.MONEY_TOL or credits > value + C.MONEY_TOL
     return v, double
 
 

@@ -32,7 +32,7 @@ from finbench.sim import constants as C
 from finbench.agents.policies import Routine, knob
 from finbench.agents.registry import register_policy
 
-EPS = 0.005
+EPS = C.MONEY_TOL  # what counts as money seen (the engine's half-cent)
 
 
 def evidence(reads: dict[str, dict], value: float, track: str, original: bool) -> dict:

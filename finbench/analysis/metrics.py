@@ -129,6 +129,12 @@ def premature_rate(df: pd.DataFrame, by: str | Sequence[str] = "policy") -> pd.S
     return col.groupby([df[c] for c in by], sort=True).mean().rename("premature_irreversible")
 
 
+def verdict_rate(df: pd.DataFrame, verdict: str, by: str | Sequence[str] = "policy") -> pd.Series:
+    """Share of episodes whose effect-level verdict (the rows' `verdict`) is `verdict`."""
+    require(df, ["verdict", *_as_list(by)])
+    return df["verdict"].eq(verdict).groupby([df[c] for c in _as_list(by)], sort=True).mean().rename(verdict)
+
+
 def privileged(df: pd.DataFrame, order) -> list[bool]:
     """Per policy in `order`, whether its episodes were told the resolution (the rows' `privileged`):
     such a policy is never compared as unprivileged. Rows without the column: only the reference."""

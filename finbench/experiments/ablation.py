@@ -261,7 +261,7 @@ def claims(tables: dict[str, pd.DataFrame]) -> list:
     by = fam.set_index(["family", "policy"])
     ungated = [p for p in UNGATED if p in set(fam.policy)]
     # a policy no family moves (random decides without reading) has no largest family
-    hurt = [p for p in ungated if max(by.loc[(f, p), "alone"] for f in FAMILIES) > 0.005]
+    hurt = [p for p in ungated if max(by.loc[(f, p), "alone"] for f in FAMILIES) > C.MONEY_TOL]
     top = {p: max(FAMILIES, key=lambda f: (by.loc[(f, p), "alone"], f)) for p in hurt}
     loss_top = [p for p in hurt if top[p] == "loss"]
     qual("loss_dominates", "message loss does most of the damage on its own (the largest cost alone, for "

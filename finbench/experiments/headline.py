@@ -27,7 +27,7 @@ SECTION = "Headline: Tables II and III, Figure 1"
 TABLES = ("table2", "table3", "table3_gap")
 """The tables this experiment writes and its claims read, by stem."""
 __all__ = ["PUBLISH", "TABLES", "claims", "claims_from_tables", "claims_notes", "episodes", "figure1", "figures",
-           "table2", "table2_markdown", "table3", "table3_gap", "tables"]
+           "table2", "table2_markdown", "table2_notes", "table3", "table3_gap", "tables"]
 
 
 def episodes(run):
@@ -68,6 +68,9 @@ def table2(df: pd.DataFrame, run=None) -> pd.DataFrame:
         "premature_pct": 100 * s["premature_irreversible"].to_numpy(),
         "privileged": M.privileged(df, order),
     })
+    if "verdict" in df.columns:  # effect-level correctness beside the money (the grader's verdicts)
+        for verdict in ("violation", "unscorable"):
+            out[f"{verdict}_pct"] = 100 * M.verdict_rate(df, verdict).reindex(order).to_numpy()
     if GATE in order:
         d = M.bootstrap_diff_table(df, GATE, "gap", order, n_boot, seed)
         out["diff_to_gate"] = d["estimate"].to_numpy()
@@ -92,10 +95,28 @@ def table2_markdown(t2: pd.DataFrame) -> pd.DataFrame:
                "mean gap $": _ci(r.mean_gap, r.gap_lo, r.gap_hi, "{:.2f}"),
                f"pass^{k} %": f"{getattr(r, f'pass{k}_pct'):.1f}",
                "premature-irreversible %": f"{r.premature_pct:.1f}"}
+        if hasattr(r, "violation_pct"):
+            row["violation %"], row["unscorable %"] = f"{r.violation_pct:.1f}", f"{r.unscorable_pct:.1f}"
         if hasattr(r, "diff_to_gate"):
             row["gap - gate $"] = _ci(r.diff_to_gate, r.diff_lo, r.diff_hi, "{:.2f}")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def table2_notes(t2: pd.DataFrame) -> list[str]:
+    """A note for every policy whose mean gap is below the gate's while its effect violations are
+    above the gate's: money alone would rank it ahead of a policy that breaks fewer contracts."""
+    if GATE not in set(t2["policy"]) or "violation_pct" not in t2.columns:
+        return []
+    t = t2.set_index("policy")
+    g = t.loc[GATE]
+    lines = []
+    for p, r in t.iterrows():
+        if p != GATE and r.mean_gap < g.mean_gap and r.violation_pct > g.violation_pct:
+            lines.append(f"- Note: {p}'s mean gap (${r.mean_gap:.2f}) is below the gate's (${g.mean_gap:.2f}) while "
+                         f"its effect violations ({r.violation_pct:.1f}% of episodes) are above the gate's "
+                         f"({g.violation_pct:.1f}%).")
+    return [*lines, ""] if lines else []
 
 
 def table3(df: pd.DataFrame) -> pd.DataFrame:
@@ -211,7 +232,7 @@ def claims_from_tables(folder="tables") -> list:
 
 PUBLISH = {
     "table2": TableSpec("Table II: headline results", markdown=lambda t: table2_markdown(t["table2"]),
-                        notes=lambda t, claims: claims_notes(claims)),
+                        notes=lambda t, claims: table2_notes(t["table2"]) + claims_notes(claims)),
     "table3": TableSpec("Table III: exact % by archetype x policy", floatfmt=".1f"),
     "table3_gap": TableSpec("Mean gap $ by archetype x policy"),
 }

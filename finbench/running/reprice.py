@@ -17,6 +17,7 @@ from functools import lru_cache
 import pandas as pd
 
 from finbench.errors import FinbenchError, bad, show
+from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus
 from finbench.sim.economics import Costs, settle_case
 from finbench.sim.env import reference_position
@@ -48,7 +49,7 @@ def _price(task, disposition: str, end_t: int, retry_at: str, unrelated_effects:
     ref = reference_position(task, costs)
     gap = round(ref - out.position, 6)
     b = out.breakdown
-    return (out.position, ref, gap, gap <= 0.005, b["cash"], b["cogs"], b["liability"], b["dispute_fee"],
+    return (out.position, ref, gap, gap <= C.MONEY_TOL, b["cash"], b["cogs"], b["liability"], b["dispute_fee"],
             b["escalation"], out.unrelated)
 
 

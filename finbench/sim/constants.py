@@ -8,7 +8,7 @@ episode results are not reused.
 """
 from __future__ import annotations
 
-ENGINE_VERSION = "4"
+ENGINE_VERSION = "5"
 """Bumped whenever the semantics of the engine or of a policy change; part of every cache key."""
 
 # --- time (SPEC §1) --------------------------------------------------------
@@ -98,6 +98,10 @@ PAIRS = {
     "unresolvable": (("unresolvable", "unresolvable"), 19),
 }
 DEFAULT_TASKS = 321
+
+MONEY_TOL = 0.005
+"""Half a cent: two amounts closer than this are the same money (`exact` is gap <= MONEY_TOL; a liability
+or an over-collection counts from above it). The grader has its own, equal, tolerance: it stands alone."""
 
 MAX_COST = 1_000_000.0
 """The largest dispute fee or escalation cost `Costs` accepts: orders are at most $3,499, so a

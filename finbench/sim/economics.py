@@ -65,7 +65,10 @@ def settle_case(task, captures, disposition: str | None, disposition_t: int, cos
     return whatever was collected beyond the order value.
     A chargeback disputes the order whole (SPEC §5): it reverses everything held
     when it posts and every capture that settles after it; none posts on an
-    order refunded before it.
+    order refunded before it. The dispute fee is charged once if a liability
+    remains, a chargeback posted, or the order was ever over-collected (cash
+    held above the order value at some moment: a double charge is never free,
+    even when the excess is returned later).
     An effect on the unrelated order costs that order's value, taken from cash.
     """
     v = task.order_value
@@ -92,13 +95,15 @@ def settle_case(task, captures, disposition: str | None, disposition_t: int, cos
     if excess_t is not None:
         timeline.append((excess_t, 3, "excess"))
     cash = refunded = charged_back = 0.0
-    was_refunded = disputed = False
+    was_refunded = disputed = over_collected = False
     for _, _, what in sorted(timeline):
         if what == "settle":
             if disputed:  # the customer disputes the order whole: a capture settling later is reversed too
                 charged_back += v
             else:
                 cash += v
+                # charged twice: the customer disputes it even if the excess is returned later (SPEC §5)
+                over_collected = over_collected or cash > v + C.MONEY_TOL
         elif what == "chargeback":
             if not was_refunded:  # none posts on a refunded order
                 disputed = True
@@ -111,7 +116,7 @@ def settle_case(task, captures, disposition: str | None, disposition_t: int, cos
             cash = v
     cogs = costs.cogs_rate * v if shipped else 0.0
     liability = max(0.0, cash - (v if shipped else 0.0))
-    fee = costs.dispute_fee if (liability > 0.005 or charged_back > 0) else 0.0
+    fee = costs.dispute_fee if (liability > C.MONEY_TOL or charged_back > 0 or over_collected) else 0.0
     esc = costs.escalation_cost if disposition == "escalate" else 0.0
     unrelated = unrelated_effects * task.other_order_value
     net_cash, cogs, liability = round(cash - unrelated, 6), round(cogs, 6), round(liability, 6)

@@ -385,7 +385,7 @@ class FinalityEnv:
         first = self.first_irreversible_t
         return episode_result(
             task_id=task.task_id, archetype=task.archetype, policy=policy_name, seed=self.seed,
-            position=out.position, reference_position=ref, gap=gap, exact=gap <= 0.005,
+            position=out.position, reference_position=ref, gap=gap, exact=gap <= C.MONEY_TOL,
             premature_irreversible=first is not None and first < task.determined_at,
             disposition=self.disposition, end_t=self.disposition_t,
             n_calls=self.costs.step_budget - self.calls_left, fired=self.world.fired(),

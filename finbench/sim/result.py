@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class EpisodeResult:
-    """One graded episode. `gap` = reference position - position; `exact` = gap <= 0.005."""
+    """One graded episode. `gap` = reference position - position; `exact` = gap <= `MONEY_TOL` (half a cent)."""
 
     task_id: str
     archetype: str

@@ -5,6 +5,8 @@ and returns the plain JSON payload an agent (or a language model) sees.
 """
 from __future__ import annotations
 
+from finbench.sim import constants as C
+
 
 TERMINAL = {"settled", "failed"}
 
@@ -80,7 +82,7 @@ def fold_ledger(order_id: str, ds) -> dict:
                 bal[account] += amt
     return {"system": "ledger", "order_id": order_id, "lines": lines,
             "balances": {k: round(v, 2) for k, v in bal.items()},
-            "balanced": abs(total) < 0.005}
+            "balanced": abs(total) < C.MONEY_TOL}
 
 
 _ERP_RANK = {"placed": 0, "payment_failed": 1, "paid": 2, "charged_back": 3}

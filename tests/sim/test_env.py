@@ -332,7 +332,9 @@ def test_refund_returns_exactly_what_had_settled():
     task = fb.make_task("pending_settle", determined_at=200, seed=3)
     env = _play(task, [("retry_capture", {"idempotency_key": "key-2"}), ("wait", {"ticks": 300}), ("refund", {})])
     out = env.outcome()
-    assert out.refunded == 2 * task.order_value and out.cash == 0.0 and out.position == 0.0
+    assert out.refunded == 2 * task.order_value and out.cash == 0.0
+    # charged twice before the refund: the customer disputes it though all is returned (SPEC §5)
+    assert out.dispute_fee == 25.0 and out.position == -25.0
 
 
 def test_clerk_returns_the_excess_after_a_double_charge():
@@ -340,7 +342,9 @@ def test_clerk_returns_the_excess_after_a_double_charge():
     out = _play(task, [("retry_capture", {"idempotency_key": "key-2"}), ("escalate", {})]).outcome()
     v = task.order_value
     assert out.human_action == "ship" and out.refunded == v and out.cash == v
-    assert out.position == pytest.approx(0.4 * v - 18)
+    # the clerk returns the excess, but the double charge still draws the dispute fee (SPEC §5)
+    assert out.liability == 0 and out.dispute_fee == 25.0
+    assert out.position == pytest.approx(0.4 * v - 18 - 25)
 
 
 @pytest.mark.parametrize("offset,premature", [(-1, True), (0, False)])
