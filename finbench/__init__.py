@@ -10,7 +10,8 @@ import importlib
 
 _EXPORTS = {
     "sim.constants": ("HANDOVER", "HORIZON", "PUBLIC_SEED", "REGEN_SEED", "SHIP_BY"),
-    "sim.corpus": ("Corpus", "CorpusError", "Task", "load_corpus", "make_corpus", "make_task"),
+    "sim.corpus": ("Corpus", "load_corpus", "make_corpus", "make_task"),
+    "sim.task": ("CorpusError", "Task"),
     "sim.economics": ("Costs",),
     "sim.env": ("FinalityEnv",),
     "sim.result": ("EpisodeResult",),

@@ -116,3 +116,13 @@ def test_main_returns_codes_in_process(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["grade", str(TRACES / "trace_a.jsonl")]) == 64
     assert main(["--help"]) == 0
     assert "grade" in capsys.readouterr().out
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    import os
+
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+    out = subprocess.run([sys.executable, "-m", "finbench", "grade", str(fifo), "--order", "A", "--amount", "50"],
+                         capture_output=True, text=True, timeout=30, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 66 and "not a regular file" in out.stderr

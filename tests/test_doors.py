@@ -14,7 +14,8 @@ import pytest
 import finbench as fb
 from finbench.errors import FinbenchError
 from finbench.sim import corpus as corpus_mod
-from finbench.sim.corpus import Corpus, CorpusError, load_corpus
+from finbench.sim.corpus import Corpus, load_corpus
+from finbench.sim.task import CorpusError
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = fb.make_corpus(n_tasks=40)
@@ -98,7 +99,19 @@ BROKEN_CORPORA = {
 }
 
 
-@pytest.mark.parametrize("tamper", BROKEN_CORPORA.values(), ids=BROKEN_CORPORA.keys())
+OWN_ORDER = ("other_order_is_the_order", "twin_half_with_its_own_order_as_other")
+"""Refused already where the `Corpus` is built (every task is checked there), so no file can be sealed."""
+
+
+@pytest.mark.parametrize("name", OWN_ORDER)
+def test_a_task_whose_other_order_is_its_own_is_refused_where_the_corpus_is_built(name):
+    tasks, culprit, _ = BROKEN_CORPORA[name](SMALL.tasks)
+    with pytest.raises(CorpusError, match=rf"task '{re.escape(culprit)}': other_order_id must differ from order_id"):
+        Corpus(tasks, SMALL.master_seed)
+
+
+@pytest.mark.parametrize("tamper", [v for k, v in BROKEN_CORPORA.items() if k not in OWN_ORDER],
+                         ids=[k for k in BROKEN_CORPORA if k not in OWN_ORDER])
 def test_a_resealed_corpus_without_whole_twin_pairs_is_refused_naming_the_task(tmp_path, tamper, monkeypatch):
     tasks, culprit, what = tamper(SMALL.tasks)
     path = Corpus(tasks, SMALL.master_seed).save(tmp_path / "c.jsonl")  # save seals it: fingerprint and digest

@@ -42,6 +42,10 @@ NOTEBOOKS = {
     "09_probe_arms": (SMALL_RUN, ["tables/table8.csv", "tables/table8.md", "tables/table8_differences.csv",
                                   "tables/table8_archetypes.csv", "tables/claims_probe_arms.csv",
                                   "tables/claims_probe_arms.md", "figures/table8.png", "figures/table8.pdf"]),
+    "11_exploits": ({**SMALL_RUN, "n_regen": 1}, ["tables/exploits.csv", "tables/exploits.md",
+                    "tables/exploits_breakeven.csv", "tables/exploits_breakeven.md", "tables/exploits_splits.csv",
+                    "tables/exploits_splits.md", "tables/claims_exploits.csv", "tables/claims_exploits.md",
+                    "figures/exploits.png", "figures/exploits.pdf"]),
     "10_splits": ({**SMALL_RUN, "n_splits": 3}, ["tables/splits.csv", "tables/splits.md", "tables/splits_claims.csv",
                   "tables/splits_claims.md", "tables/splits_corpora.csv", "tables/splits_corpora.md",
                   "tables/splits_verdicts.csv", "tables/splits_verdicts.md", "tables/claims_splits.csv",
@@ -59,7 +63,7 @@ NOTEBOOK_GROUPS.update({
     "test_00_corpus_matches_the_committed_table": "notebook-00_corpus",
     "test_01_headline_content": "notebook-01_headline", "test_notebooks_share_one_session_cache": "notebook-01_headline",
     "test_02_twins_content": "notebook-02_twins", "test_07_plan_search_content": "notebook-07_plan_search", "test_04_ablation_content": "notebook-04_ablation",
-    "test_08_effects_content": "notebook-01_headline",
+    "test_08_effects_content": "notebook-01_headline", "test_11_exploits_content": "notebook-11_exploits",
 })
 NOTEBOOK_GROUPS["08_effects"] = "notebook-01_headline"  # shares the session cache test with 01
 
@@ -209,3 +213,18 @@ def test_07_plan_search_content(executed):
     assert set(t.archetype[t.beaten]) == {"late_chargeback"} and not t.double_charge.any()
     claims = read_table(out / "tables" / "claims_plan_search.csv").set_index("id")
     assert claims.loc["reference_beaten", "ours"] == t.beaten.sum()
+
+
+def test_11_exploits_content(executed):
+    out = executed("11_exploits")
+    t = read_table(out / "tables" / "exploits.csv")
+    assert len(t) == 100 and t.plan.is_unique and (t.episodes == 30 * 2).all()
+    assert list(t["rank"]) == list(range(1, 101))
+    assert (t.diff_to_gate - (t.mean_gap - t.gate_mean_gap)).abs().max() < 1e-6
+    be = read_table(out / "tables" / "exploits_breakeven.csv")
+    assert be.plan.iloc[0] == "finality_gate" and (be.gap_fee_25 - be.mean_gap).abs().max() < 1e-6
+    splits = read_table(out / "tables" / "exploits_splits.csv")
+    assert list(splits.public) == [True, False] and list(splits.seeds) == [2, 1]
+    claims = read_table(out / "tables" / "claims_exploits.csv").set_index("id")
+    assert claims.index.is_unique and claims.paper.isna().all() and claims.loc["search_at_least_named", "holds"]
+    assert "The issue's named exploits" in (out / "tables" / "exploits.md").read_text()

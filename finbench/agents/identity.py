@@ -1,36 +1,47 @@
 """What a policy would play, as a digest: the cache identity of a user's policy.
 
 Two references share cached episodes only if they would play alike, so the
-identity is built from content, never from `id()` or a label:
+identity is built from the code that runs and the values it reads, never from
+`id()`, a label or a file's text:
 
-- a class: its module and qualified name, the source of every class in its MRO
-  outside `finbench` (or, where the source is unavailable, as for a class typed
-  into a notebook, its methods' code and its attributes' values);
-- an object: its class's identity and a digest of its state (`__dict__` and
-  slots, through `joblib.hash`);
-- a function, lambda or closure: its code (bytecode, constants, names, nested
-  code), defaults, closure values, and the identity of every class or function
-  it names from its globals (so `lambda: Patient(130)` changes when `Patient`
-  does, or when 130 does);
+- a class: for every class of its MRO outside `finbench`, each attribute of its
+  `__dict__`: a method by its code (bytecode, constants, names, nested code),
+  defaults and closure values, any other attribute by its value;
+- an object: its class's identity and its state (`__dict__` and slots), each
+  value walked the same way (a function held by an object counts by its code);
+- a function, lambda or closure: its code, defaults, closure values, and every
+  global it names: a class or function by its identity, a plain value by
+  `joblib.hash` (so `lambda: Patient(LIMIT)` changes when `Patient`, `LIMIT`
+  or the lambda does); a module it names counts by name only;
 - a `functools.partial`: the function's identity, its arguments and keywords.
 
-Anything else (a C extension, state joblib cannot hash, a recursion deeper than
-`_DEPTH`) has no identity: `identity` returns None and the caller runs the
-policy without a cache rather than guess. The package's own code is covered by
-the cache's digest of its source, so a class defined in `finbench` is named only.
+Anything with no stable digest (a C extension function, state `joblib` cannot
+hash, a walk deeper than `_DEPTH`) has no identity: `identity` returns None and
+the caller runs the policy uncached rather than guess. Code defined in
+`finbench` is named only: the episode cache's digest of the package source
+covers it. Mutable module state that a worker process would not see (a global
+changed in the parent after import) is hashed here but not shipped to workers:
+`evaluate` documents that rows then follow each process's own modules.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import hashlib
-import inspect
+import os
+import sys
 import types
 from typing import Any
 
 import joblib
 
-_DEPTH = 6
-"""How deep the walk through referenced classes and functions goes before giving up (no identity)."""
+_DEPTH = 8
+"""How deep the walk through referenced classes, functions and values goes before giving up."""
+
+_CALLABLE = (type, types.FunctionType, types.MethodType, functools.partial)
+_BOOKKEEPING = frozenset({"__dict__", "__weakref__", "__module__", "__qualname__", "__doc__", "__annotations__",
+                          "__slotnames__", "_abc_impl", "__abstractmethods__", "__parameters__"})
+"""Class attributes Python keeps for itself, not behaviour (`copy` adds `__slotnames__` on first use)."""
 
 
 class _NoIdentity(Exception):
@@ -50,76 +61,104 @@ def identity(obj: Any) -> str | None:
         True
     """
     try:
-        parts = _walk(obj, _DEPTH, set())
+        parts = _walk(obj, _DEPTH, {})
     except (_NoIdentity, RecursionError):
         return None
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def _walk(obj: Any, depth: int, seen: set[int]) -> tuple:
+def _walk(obj: Any, depth: int, seen: dict[int, int]) -> Any:
+    """The identity parts of `obj`; a cycle back to something already walked is its visit number."""
     if depth <= 0:
         raise _NoIdentity("too deep")
+    if id(obj) in seen:
+        return ("seen", seen[id(obj)])
+    if isinstance(obj, _CALLABLE) or _is_object(obj):
+        seen[id(obj)] = len(seen)
     if isinstance(obj, functools.partial):
-        return ("partial", _walk(obj.func, depth - 1, seen), _state(obj.args), _state(obj.keywords))
+        return ("partial", _walk(obj.func, depth - 1, seen), _value(obj.args, depth, seen),
+                _value(obj.keywords, depth, seen))
     if isinstance(obj, type):
         return ("class", *_class(obj, depth, seen))
-    if isinstance(obj, (types.FunctionType, types.MethodType)):
+    if isinstance(obj, types.MethodType):
+        return ("method", _walk(obj.__self__, depth - 1, seen), _walk(obj.__func__, depth - 1, seen))
+    if isinstance(obj, types.FunctionType):
         return _function(obj, depth, seen)
     if isinstance(obj, (types.BuiltinFunctionType, types.ModuleType)):
-        raise _NoIdentity(f"no source for {obj!r}")
+        raise _NoIdentity(f"no code to read in {obj!r}")
     # an object: what its class plays, from which state
-    return ("object", *_class(type(obj), depth, seen), _state(_attributes(obj)))
+    return ("object", *_class(type(obj), depth, seen), _value(_attributes(obj), depth, seen))
 
 
-def _class(cls: type, depth: int, seen: set[int]) -> tuple:
-    out = [f"{cls.__module__}.{cls.__qualname__}"]
+def _is_object(obj: Any) -> bool:
+    return hasattr(obj, "__dict__") and not isinstance(obj, (types.ModuleType, type))
+
+
+def _class(cls: type, depth: int, seen: dict[int, int]) -> tuple:
+    out: list = [f"{cls.__module__}.{cls.__qualname__}"]
     for base in cls.__mro__:
-        if base is object or base.__module__ == "builtins" or packaged(base):
+        if _library(base):
             out.append(f"{base.__module__}.{base.__qualname__}")
             continue
-        out.append(_source(base))
-        if id(base) not in seen:  # what its methods name from their globals
-            seen.add(id(base))
-            for name, member in sorted(vars(base).items()):
-                if isinstance(member, (staticmethod, classmethod)):
-                    member = member.__func__
-                if isinstance(member, types.FunctionType):
-                    out.append((name, _names(member, depth - 1, seen)))
+        members = []
+        for name, member in sorted(vars(base).items()):
+            if name in _BOOKKEEPING:
+                continue
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            if isinstance(member, property):
+                member = (member.fget, member.fset)
+            members.append((name, _value(member, depth - 1, seen)))
+        out.append(tuple(members))
     return tuple(out)
 
 
-def _function(fn, depth: int, seen: set[int]) -> tuple:
-    if isinstance(fn, types.MethodType):
-        return ("method", _walk(fn.__self__, depth - 1, seen), fn.__func__.__name__)
-    if packaged(fn):
+def _function(fn, depth: int, seen: dict[int, int]) -> tuple:
+    if _library(fn):
         return ("function", f"{fn.__module__}.{fn.__qualname__}")
     closure = tuple(_cell(c, depth, seen) for c in (fn.__closure__ or ()))
-    return ("function", fn.__module__, fn.__qualname__, _code(fn.__code__), _state(fn.__defaults__),
-            _state(fn.__kwdefaults__), closure, _names(fn, depth - 1, seen))
+    return ("function", fn.__qualname__, _code(fn.__code__), _value(fn.__defaults__, depth, seen),
+            _value(fn.__kwdefaults__, depth, seen), closure, _globals(fn, depth - 1, seen))
 
 
-def _cell(cell, depth: int, seen: set[int]) -> tuple:
+def _cell(cell, depth: int, seen: dict[int, int]) -> Any:
     try:
         value = cell.cell_contents
     except ValueError:  # an empty cell
         return ("empty",)
-    if isinstance(value, (type, types.FunctionType, functools.partial)):
-        return _walk(value, depth - 1, seen)
-    return ("value", _state(value))
+    return _value(value, depth - 1, seen)
 
 
-def _names(fn, depth: int, seen: set[int]) -> tuple:
-    """The identity of each class or function a function's code names from its module's globals."""
+def _globals(fn, depth: int, seen: dict[int, int]) -> tuple:
+    """The identity of every global a function's code names (a module by its name only)."""
     out = []
     glob = getattr(fn, "__globals__", {})
     for name in sorted(set(_all_names(fn.__code__))):
-        value = glob.get(name)
-        if isinstance(value, (type, types.FunctionType, functools.partial)) and id(value) not in seen:
-            if isinstance(value, type) and (packaged(value) or value.__module__ == "builtins"):
-                continue
-            seen.add(id(value))
-            out.append((name, _walk(value, depth, seen)))
+        if name not in glob:
+            continue  # an attribute name, or a builtin
+        value = glob[name]
+        if isinstance(value, types.ModuleType):
+            out.append((name, "module", value.__name__))
+        else:
+            out.append((name, _value(value, depth, seen)))
     return tuple(out)
+
+
+def _value(value: Any, depth: int, seen: dict[int, int]) -> Any:
+    """A value's identity: code for what runs, `joblib.hash` for plain data, containers element-wise."""
+    if isinstance(value, _CALLABLE):
+        return _walk(value, depth, seen)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, *(_value(v, depth - 1, seen) for v in value))
+    if isinstance(value, dict):
+        return ("dict", *((_state(k), _value(v, depth - 1, seen)) for k, v in sorted(value.items(), key=_key)))
+    if _is_object(value) and not _library(type(value)):
+        return _walk(value, depth, seen)
+    return _state(value)
+
+
+def _key(item) -> str:
+    return _state(item[0])  # a stable order for dict items whatever their key types
 
 
 def _all_names(code: types.CodeType):
@@ -130,30 +169,8 @@ def _all_names(code: types.CodeType):
 
 
 def _code(code: types.CodeType) -> tuple:
-    consts = tuple(_code(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    consts = tuple(_code(c) if isinstance(c, types.CodeType) else _state(c) for c in code.co_consts)
     return (code.co_code.hex(), consts, code.co_names, code.co_varnames, code.co_argcount, code.co_kwonlyargcount)
-
-
-def _source(cls: type):
-    """A class's own source; where it is unavailable (a class typed into a notebook cell or
-    an `exec`), its methods' code and its other attributes' values."""
-    try:
-        return inspect.getsource(cls)
-    except (OSError, TypeError):
-        pass
-    out = []
-    for name, member in sorted(vars(cls).items()):
-        if name in ("__dict__", "__weakref__", "__module__", "__qualname__", "__doc__"):
-            continue
-        if isinstance(member, (staticmethod, classmethod)):
-            member = member.__func__
-        if isinstance(member, property):
-            member = member.fget
-        if isinstance(member, types.FunctionType):
-            out.append((name, _code(member.__code__), _state(member.__defaults__)))
-        else:
-            out.append((name, _state(member)))
-    return tuple(out)
 
 
 def _attributes(obj: Any) -> dict:
@@ -166,11 +183,35 @@ def _attributes(obj: Any) -> dict:
 
 
 def _state(value: Any) -> str:
-    """A stable digest of plain state (joblib's hash of its pickle), or no identity."""
+    """A stable digest of plain data (joblib's hash of its pickle), or no identity."""
+    if isinstance(value, (frozenset, set)):  # their iteration order follows the hash seed
+        value = sorted(value, key=repr)
     try:
         return joblib.hash(value)
     except Exception as exc:  # noqa: BLE001 - unpicklable state has no stable identity
         raise _NoIdentity(f"state cannot be hashed: {exc}") from None
+
+
+def _library(obj: Any) -> bool:
+    """A class or function whose code is not the user's: Python's own, an installed library's, or this
+    package's (named only). A class `exec` made under `__module__ = "builtins"` is the user's."""
+    if obj is object or getattr(builtins, getattr(obj, "__name__", ""), None) is obj or packaged(obj):
+        return True
+    module = getattr(obj, "__module__", None) or ""
+    return module != "builtins" and _installed(module)  # "builtins" and not Python's own: exec made it
+
+
+@functools.lru_cache(maxsize=1024)
+def _installed(module: str) -> bool:
+    """A module of the standard library or an installed package (its file under the interpreter's prefix)."""
+    if module in sys.builtin_module_names:
+        return True
+    path = getattr(sys.modules.get(module), "__file__", None)
+    if not path:
+        return False  # __main__ in a notebook, an exec'd namespace: the user's
+    path = os.path.realpath(path)
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return any(path.startswith(root + os.sep) for root in roots) or "site-packages" in path
 
 
 def packaged(obj: Any) -> bool:

@@ -31,9 +31,15 @@ MAX_ARGS_DEPTH = 8
 TEXT_KEPT = 2000  # characters of an unreadable reply kept in its record
 
 
+MIN_SECRET = 8
+"""Shorter "keys" (a local server's `x`, `1`, `none`) are not scrubbed: a one-letter key would be
+replaced in every word of every record, changing what a replay reads back."""
+
+
 def scrub(obj: Any, secret: str | None) -> Any:
-    """`obj` with every occurrence of `secret` in its strings (keys too) replaced by `***`."""
-    if not secret:
+    """`obj` with every occurrence of `secret` (of at least `MIN_SECRET` characters) in its strings
+    (keys too) replaced by `***`."""
+    if not secret or len(secret) < MIN_SECRET:
         return obj
     if isinstance(obj, str):
         return obj.replace(secret, SCRUBBED) if secret in obj else obj
@@ -46,7 +52,7 @@ def scrub(obj: Any, secret: str | None) -> Any:
 
 def scrub_error(exc: BaseException, secret: str | None) -> None:
     """Scrub `secret` from an exception's message, arguments and body (in place)."""
-    if not secret:
+    if not secret or len(secret) < MIN_SECRET:
         return
     try:
         exc.args = tuple(scrub(a, secret) if isinstance(a, str) else a for a in exc.args)

@@ -36,7 +36,9 @@ _HOME: dict[str, str | None] = {}
 """The module that registered each extra name: a worker process that never imported it
 imports it before making the policy (registration happens at import)."""
 
-PACKAGED: dict[str, str] = {"reconciler": "finbench.agents.reconciler", "plan": "finbench.agents.plans"}
+PACKAGED: dict[str, str] = {"reconciler": "finbench.agents.reconciler", "plan": "finbench.agents.plans",
+                            "exploit": "finbench.agents.exploits", "exploit_watch": "finbench.agents.exploits",
+                            "exploit_gated": "finbench.agents.exploits"}
 """Policies the package ships beyond the nine, by the module that registers them: a label
 names them without importing anything first (the module is imported on first use)."""
 
@@ -111,8 +113,12 @@ def get_policy(name: str, **knobs) -> Any:
     if name not in REGISTRY:
         valid = [*REGISTRY, *sorted(set(PACKAGED) - set(REGISTRY))]
         raise PolicyError(f"unknown policy {name!r}; valid: {', '.join(valid)}")
+    return _made(name, REGISTRY[name], knobs)
+
+
+def _made(name: str, factory: Callable[..., Any], knobs: dict) -> Any:
     try:
-        return REGISTRY[name](**knobs)
+        return factory(**knobs)
     except PolicyError:
         raise
     except TypeError as e:
@@ -154,7 +160,9 @@ class PolicyRef:
         if not packaged(factory):  # a user's registered factory plays what its content says, whatever its name
             own = identity(factory)
             cid = None if own is None else f"{cid}:{own}"
-        return cls(label, _Named(name, tuple(sorted(knobs.items())), _HOME.get(name)), cache_id=cid, builtin=True)
+        own_factory = None if packaged(factory) else factory
+        return cls(label, _Named(name, tuple(sorted(knobs.items())), _HOME.get(name), own_factory), cache_id=cid,
+                   builtin=True)
 
     @classmethod
     def of(cls, obj: Any, label: str | None = None, cache_id: str | None = None) -> PolicyRef:
@@ -172,13 +180,13 @@ class PolicyRef:
             factory = obj
             probe = obj()  # one instance now: a bad factory fails here, named, not mid-run
         elif hasattr(obj, "act") and hasattr(obj, "begin"):
-            factory, probe = _Copies(obj), obj
-            try:  # every episode plays a deep copy: one that cannot be made fails here, not mid-run
-                copy.deepcopy(obj)
+            try:  # every episode plays a deep copy of the object as it is now (a later edit changes nothing)
+                obj = copy.deepcopy(obj)
             except Exception as e:  # noqa: BLE001 - whatever deepcopy raises, the remedy is the same
                 raise PolicyError(f"policy object {show(obj)} cannot be deep-copied ({e}); each episode plays a "
                                   "fresh copy, so pass its class or a factory (a function returning a fresh "
                                   "policy) instead") from None
+            factory, probe = _Copies(obj), obj
         else:
             raise PolicyError(f"not a policy: {obj!r}; give a name, (name, knobs), a class, a factory "
                               "or an object with begin(brief) and act(observation)")
@@ -189,20 +197,28 @@ class PolicyRef:
             label = own if isinstance(own, str) and own and own != "policy" else (
                 getattr(obj, "__name__", None) or type(probe).__name__)
         salt = cache_id if cache_id is not None else getattr(probe, "cache_id", None)
-        own = identity(obj)
+        # `cache_id = None` set on the policy says "never cache" (a model agent's episodes come from
+        # transcripts); otherwise the identity is what the policy would play
+        opted_out = cache_id is None and "cache_id" in dir(probe) and probe.cache_id is None
+        own = None if opted_out else identity(obj)
         cid = None if own is None else f"user:{label}:{own}" + ("" if salt is None else f":{salt}")
         return cls(str(label), factory, cache_id=cid)
 
 
 @dataclass(frozen=True)
 class _Named:
-    """A picklable factory for a registered policy with knobs (and the module that registers it)."""
+    """A picklable factory for a registered policy with knobs. A user's registered factory travels
+    with it (by value), so a worker process plays what the parent registered, whatever its own
+    registry or imports say; the package's own names are looked up (and their module imported)."""
 
     name: str
     knobs: tuple
     home: str | None = None
+    factory: Callable[..., Any] | None = None
 
     def __call__(self):
+        if self.factory is not None:
+            return _made(self.name, self.factory, dict(self.knobs))
         if self.name not in REGISTRY and self.home:
             importlib.import_module(self.home)
         return get_policy(self.name, **dict(self.knobs))

@@ -28,7 +28,8 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench.sim import constants as C
-from finbench.sim.corpus import Corpus, Task
+from finbench.sim.corpus import Corpus
+from finbench.sim.task import Task
 from finbench.sim.economics import Costs
 from finbench.sim.env import IRREVERSIBLE, FinalityEnv
 from finbench.sim.result import EpisodeResult

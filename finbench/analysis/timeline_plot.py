@@ -16,7 +16,8 @@ import pandas as pd
 from finbench.analysis.labels import levels, merge_close, stack
 from finbench.analysis.timeline import DISPOSITIONS, LANES, episode_timeline, pick_twin_pair
 from finbench.sim import constants as C
-from finbench.sim.corpus import Corpus, Task
+from finbench.sim.corpus import Corpus
+from finbench.sim.task import Task
 from finbench.sim.economics import Costs
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode

@@ -25,5 +25,6 @@ imports another: what two share lives a layer down (`analysis.metrics`,
 - `splits`: the headline and its claims across regenerated corpora (`finbench.sim.splitseeds`).
 - `effects`: the effect-level checks per policy.
 - `probe_arms`: Table VIII, every policy (and the `reconciler`) under five probe modes.
+- `exploits`: can the score be gamed? Adversarial plans on every task, the break-even dispute fee.
 - `claims`: every experiment's claims in one report (notebook `99_claims`).
 """

@@ -30,7 +30,8 @@ from finbench.analysis.claims import VERDICTS, claims_frame
 from finbench.analysis.tables import read_table
 
 NAME = "claims"
-EXPERIMENTS = ("headline", "twins", "model_arm", "ablation", "tuning", "cost_sweep", "plan_search", "probe_arms")
+EXPERIMENTS = ("headline", "twins", "model_arm", "ablation", "tuning", "cost_sweep", "plan_search", "probe_arms",
+               "exploits")
 """The experiments whose claims are rows, in the paper's order (beyond-the-paper last)."""
 ACROSS = "splits"
 """The experiment that counts claims across regenerated corpora (folded in as columns)."""

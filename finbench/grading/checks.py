@@ -10,6 +10,9 @@ from finbench.grading.contract import CHECKS, FAIL, MAX_LISTED, MONEY_TOL, PASS,
 from finbench.grading.records import Authorize, Effect, Event, Reverse, read_records, seq_problems
 
 
+_ABSENT = object()  # a receipt no effect record has carried yet
+
+
 @dataclass
 class _Evidence:
     """What one pass over a trace's events found, check by check."""
@@ -28,7 +31,7 @@ def _walk(events: list[Event], contract: Contract) -> _Evidence:
     ev = _Evidence()
     auths: dict[tuple[str, int], list[float]] = {}  # (order, amount bucket) -> [least, greatest] amount seen
     first_by_key: dict[str, Effect] = {}
-    carriers: dict[str, set[str]] = {}  # receipt -> the orders of the effect records carrying it
+    carriers: dict[str, str | None] = {}  # receipt -> the least other order among the effects carrying it
     for event in events:
         if isinstance(event, Authorize):
             span = auths.setdefault((event.order, _bucket(event.amount)), [event.amount, event.amount])
@@ -46,7 +49,11 @@ def _walk(events: list[Event], contract: Contract) -> _Evidence:
                 first_by_key[event.key] = event
             # A first use of a key with new_effect false is an attempt that
             # moved no money (a failed capture), not evidence of a lost record.
-            carriers.setdefault(event.receipt, set()).add(event.order)
+            # kept as the one order a reverse names, so a reverse costs O(1) however many records share it
+            other = event.order if event.order != order else None
+            held = carriers.get(event.receipt, _ABSENT)
+            carriers[event.receipt] = other if held is _ABSENT else (
+                held if other is None or (held is not None and held <= other) else other)
             if event.new_effect and event.order != order:
                 ev.fail_unrelated.append(f"{event.describe()} changed another order")
             if event.new_effect and event.op == op:
@@ -80,16 +87,15 @@ def _authorized(auths: dict[tuple[str, int], list[float]], effect: Effect) -> bo
     return False
 
 
-def _reverse(event: Reverse, carriers: dict[str, set[str]], order: str, ev: _Evidence) -> None:
-    owners = carriers.get(event.receipt)
-    if owners is None:
+def _reverse(event: Reverse, carriers: dict[str, str | None], order: str, ev: _Evidence) -> None:
+    if event.receipt not in carriers:
         # Reversing something no earlier record created is proof of an
         # effect the log does not hold; it cannot be judged, only noted.
         ev.unexplained.append(f"reverse at seq {event.seq} of unlogged receipt {event.receipt!r}")
     else:
-        others = sorted(o for o in owners if o != order)
-        if others:
-            ev.fail_unrelated.append(f"reverse at seq {event.seq} touched {event.receipt!r} of order {others[0]!r}")
+        other = carriers[event.receipt]
+        if other is not None:
+            ev.fail_unrelated.append(f"reverse at seq {event.seq} touched {event.receipt!r} of order {other!r}")
         ev.reversed_receipts.setdefault(event.receipt, event.seq)
     if event.order is not None and event.order != order:
         ev.fail_unrelated.append(f"reverse at seq {event.seq} names order {event.order!r}")

@@ -2,7 +2,10 @@
 `.jsonl` files into records (SPEC section 9)."""
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -244,6 +247,9 @@ def load_trace(path: str | PathLike[str]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     seq_lines: dict[int, int] = {}
     # Binary mode: text mode would also split lines on \r and other separators.
+    # a FIFO or a device would block or never end: only a regular file is a trace
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file (a trace is a .jsonl file)", str(path))
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:

@@ -10,7 +10,7 @@ from operator import itemgetter
 
 from finbench.agents.registry import as_ref
 from finbench.grading import CHECKS, FIELDS_READ, Contract, grade_trace
-from finbench.sim.corpus import Task
+from finbench.sim.task import Task
 from finbench.sim.economics import Costs
 from finbench.sim.env import FinalityEnv
 from finbench.sim.env import clear_memos as clear_env

@@ -3,77 +3,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 from finbench.sim import constants as C
-from finbench.errors import FinbenchError, check_choice, check_int, check_real, show
+from finbench.errors import check_choice, check_int, check_real, show
 from finbench.files import atomic_write
 from finbench.sim.rng import generator
+from finbench.sim.task import MAX_VALUE, OUTCOMES, CorpusError, Task, check_task, twin_problem, validate_task
 
 MAX_TASKS = 100_000
-MAX_VALUE = 1e9
-
-
-class CorpusError(FinbenchError):
-    """A corpus file that cannot be trusted: unreadable, malformed, or not matching its digests."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """One entry of the canonical log."""
-
-    t: int
-    kind: str  # order_placed, auth_approved, capture_submitted, capture_settled, capture_failed, chargeback
-    capture: str | None = None
-    key: str | None = None
-    amount: float = 0.0
-
-
-@dataclass(frozen=True)
-class Task:
-    """One order and its hidden truth.
-
-    Attributes beyond SPEC's list are the per-unit draws that the archetype
-    mechanisms need (replica lag, duplicate gap, chargeback delay), and the
-    unrelated order every world holds.
-    """
-
-    task_id: str
-    order_id: str
-    archetype: str
-    order_value: float
-    determined_at: int
-    outcome: str
-    retry_outcome: str
-    retry_delay: int
-    twin_id: str | None = None
-    twin_side: str | None = None
-    unit: str = ""
-    stream: str = ""
-    processor_lag: int = 0
-    duplicate_gap: int = 0
-    chargeback_at: int | None = None
-    other_order_id: str = ""
-    other_order_value: float = 0.0
-
-    @property
-    def log(self) -> tuple[Event, ...]:
-        """The canonical log as it stands before the agent acts."""
-        v = self.order_value
-        events = [
-            Event(0, "order_placed", amount=v),
-            Event(C.AUTH_AT, "auth_approved", amount=v),
-            Event(C.CAPTURE_AT, "capture_submitted", C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, v),
-            Event(self.determined_at, f"capture_{self.outcome}", C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, v),
-        ]
-        if self.chargeback_at is not None:
-            events.append(Event(self.chargeback_at, "chargeback", C.ORIGINAL_CAPTURE, C.ORIGINAL_KEY, v))
-        return tuple(events)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _canonical(tasks) -> bytes:
@@ -91,6 +31,18 @@ class Corpus:
 
     tasks: tuple[Task, ...]
     master_seed: int | None = None
+
+    def __post_init__(self):
+        # a tuple: a list edited after a cached run would no longer match its fingerprint
+        if isinstance(self.tasks, (str, bytes)) or not hasattr(self.tasks, "__iter__"):
+            raise CorpusError(f"Corpus: tasks must be a sequence of Tasks, got {show(self.tasks)}")
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+        for i, t in enumerate(self.tasks):
+            check_task(t, f"Corpus: task {i}")
+        ids = [t.task_id for t in self.tasks]
+        if len(set(ids)) != len(ids):
+            dup = next(x for x in ids if ids.count(x) > 1)
+            raise CorpusError(f"Corpus: task ids must be distinct, got {dup!r} twice")
 
     # cached: the tasks are frozen, and the fingerprint keys every cache lookup
     @cached_property
@@ -145,45 +97,6 @@ class Corpus:
         return atomic_write(path, text)
 
 
-def twin_problem(tasks) -> tuple[int, str] | None:
-    """None if the tasks hold whole twin pairs, else (index of the task at fault, what is wrong).
-
-    Every task's unrelated order differs from its own (`other_order_id != order_id`);
-    every twin id has exactly two halves, one `settle` (whose capture settles) and one
-    `fail` (whose capture fails), and the two share the order id and the unit (SPEC: the
-    twins are one order, one unit, told apart only by the outcome)."""
-    halves: dict[str, dict[str, int]] = {}
-    for i, t in enumerate(tasks):
-        if t.other_order_id == t.order_id:
-            return i, (f"task {t.task_id!r}: other_order_id must differ from order_id (the unrelated order is "
-                       f"another order), got {show(t.other_order_id)} for both")
-        if t.twin_id is None:
-            continue
-        want = "settled" if t.twin_side == "settle" else "failed"
-        if t.outcome != want:
-            return i, (f"task {t.task_id!r}: outcome must be {want!r} on the {t.twin_side} half of twin "
-                       f"{t.twin_id!r}, got {t.outcome!r}")
-        sides = halves.setdefault(t.twin_id, {})
-        if t.twin_side in sides:
-            other = tasks[sides[t.twin_side]]
-            return i, (f"task {t.task_id!r}: twin {t.twin_id!r} must have one {t.twin_side} half, "
-                       f"got a second after task {other.task_id!r}")
-        for j in sides.values():
-            mate = tasks[j]
-            if (mate.order_id, mate.unit) != (t.order_id, t.unit):
-                return i, (f"task {t.task_id!r}: the halves of twin {t.twin_id!r} must share the order id and "
-                           f"the unit, got {show(t.order_id)}/{show(t.unit)} and "
-                           f"{show(mate.order_id)}/{show(mate.unit)} (task {mate.task_id!r})")
-        sides[t.twin_side] = i
-    for twin_id, sides in halves.items():
-        if len(sides) == 1:
-            (side, i), = sides.items()
-            missing = "fail" if side == "settle" else "settle"
-            return i, (f"task {tasks[i].task_id!r}: twin {twin_id!r} must have a settle and a fail half, "
-                       f"got only the {side} half (the {missing} half is missing)")
-    return None
-
-
 def _file_digest(header: dict, task_lines: list[str]) -> str:
     """SHA-256 over the header's own fields and the task lines: the header cannot be edited alone."""
     h = hashlib.sha256(json.dumps({k: header.get(k) for k in ("kind", "fingerprint", "master_seed", "n_tasks")},
@@ -192,39 +105,6 @@ def _file_digest(header: dict, task_lines: list[str]) -> str:
         h.update(b"\n" + line.encode())
     return h.hexdigest()[:32]
 
-
-_TASK_TYPES = {
-    "task_id": str, "order_id": str, "unit": str, "stream": str, "other_order_id": str,
-}
-
-
-def validate_task(d: dict, where: str) -> Task:
-    """A task from its dict, every field checked (type, range, and agreement with the archetype)."""
-    for name, typ in _TASK_TYPES.items():
-        if not isinstance(d[name], typ) or not d[name]:
-            raise CorpusError(f"{where}: {name} must be a non-empty string, got {show(d[name])}")
-    try:
-        a = check_choice(where, "archetype", d["archetype"], C.ARCHETYPES)
-        for name in ("order_value", "other_order_value"):
-            check_real(where, name, d[name], 0.0, MAX_VALUE, lo_open=True)
-        lo, hi = C.DETERMINATION[a]
-        check_int(where, "determined_at", d["determined_at"], lo, hi)
-        check_choice(where, "outcome", d["outcome"], _OUTCOMES[a])
-        check_choice(where, "retry_outcome", d["retry_outcome"], ("settled", "failed"))
-        check_int(where, "retry_delay", d["retry_delay"], *C.RETRY_DELAY)
-        for name in ("processor_lag", "duplicate_gap"):
-            check_int(where, name, d[name], 0, C.HORIZON)
-        if d["chargeback_at"] is not None:
-            check_int(where, "chargeback_at", d["chargeback_at"], d["determined_at"], 10 * C.HORIZON)
-        check_choice(where, "twin_side", d["twin_side"], (None, "settle", "fail"))
-        if (d["twin_id"] is None) != (d["twin_side"] is None) or not isinstance(d["twin_id"], (str, type(None))):
-            raise CorpusError(f"{where}: twin_id and twin_side must both be set or both be null, got "
-                              f"{show(d['twin_id'])} and {show(d['twin_side'])}")
-    except CorpusError:
-        raise
-    except FinbenchError as e:
-        raise CorpusError(str(e)) from None
-    return Task(**d)
 
 
 def load_corpus(path: str | Path) -> Corpus:
@@ -289,9 +169,6 @@ def load_corpus(path: str | Path) -> Corpus:
     return corpus
 
 
-_OUTCOMES = {a: ("settled",) for a in C.ARCHETYPES}
-_OUTCOMES["pending_fail"] = ("failed",)
-_OUTCOMES["unresolvable"] = ("settled", "failed")
 
 
 # --- generation ---------------------------------------------------------------
@@ -415,7 +292,7 @@ def make_task(archetype: str, *, determined_at: int | None = None, order_value: 
     """
     check_choice("make_task", "archetype", archetype, C.ARCHETYPES)
     if outcome is not None:
-        check_choice("make_task", f"outcome (of a {archetype} task)", outcome, _OUTCOMES[archetype])
+        check_choice("make_task", f"outcome (of a {archetype} task)", outcome, OUTCOMES[archetype])
     if determined_at is not None:
         lo, hi = C.DETERMINATION[archetype]
         determined_at = check_int("make_task", f"determined_at (of a {archetype} task)", determined_at, lo, hi)

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from finbench.errors import bad, check_int, show
 from finbench.sim import constants as C
-from finbench.sim.corpus import Task
+from finbench.sim.task import Task, check_task
 from finbench.sim.economics import Costs, Outcome, settle_case
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
@@ -79,9 +79,7 @@ class FinalityEnv:
 
     def __init__(self, task: Task, seed: int = 0, profile: FaultProfile | None = None,
                  costs: Costs | None = None, *, double_effect: bool = False, probe: ProbeMode | None = None):
-        if not isinstance(task, Task):
-            raise bad("FinalityEnv", "task", task, "a Task (make_task, or a corpus's tasks)")
-        self.task = task
+        self.task = check_task(task, "FinalityEnv: task")
         self.seed = check_int("FinalityEnv", "seed", seed, 0)
         self.profile = profile if profile is not None else FaultProfile.default()
         self.costs = costs if costs is not None else Costs()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from finbench.sim import constants as C
-from finbench.sim.corpus import Event, Task
+from finbench.sim.task import Event, Task
 from finbench.sim.faults import Delivery, FaultProfile, Spec, deliver
 from finbench.sim.rng import Keyed
 from finbench.sim.systems import RECEIVES, completed_order_views, fold_bank, fold_erp, fold_ledger, fold_processor

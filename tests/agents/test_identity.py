@@ -141,3 +141,96 @@ def test_the_identity_is_the_same_in_another_process():
                            env={"PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed, "PATH": ""}).stdout.strip()
             for seed in ("0", "123")}
     assert outs == {f"{identity(Patient)} {identity(Patient(130))}"}
+
+
+# --- the running code and the values it reads, not a file's text (the hostile pass) ----------------
+
+LIMIT = 590
+
+
+class ReadsAGlobal(Patient):
+    def act(self, obs):
+        if obs["t"] > LIMIT:
+            return "escalate", {"order_id": self.order}
+        return super().act(obs)
+
+
+def test_a_plain_global_the_code_reads_enters_the_identity():
+    global LIMIT
+    before = identity(ReadsAGlobal)
+    try:
+        LIMIT = 130
+        assert identity(ReadsAGlobal) != before
+    finally:
+        LIMIT = 590
+    assert identity(ReadsAGlobal) == before
+
+
+def test_a_class_attribute_or_method_changed_after_use_changes_the_identity():
+    class Tool(ShipNow):
+        tool = "ship"
+
+        def act(self, obs):
+            return self.tool, {"order_id": self.order}
+
+    before = identity(Tool)
+    Tool.tool = "write_off"
+    assert identity(Tool) != before
+    Tool.tool = "ship"
+    assert identity(Tool) == before
+    Tool.act = lambda self, obs: ("close", {"order_id": self.order})
+    assert identity(Tool) != before
+
+
+def test_classes_made_by_a_function_differ_by_their_closure():
+    def make(tool):
+        class Made(ShipNow):
+            def act(self, obs):
+                return tool, {"order_id": self.order}
+        return Made
+
+    assert identity(make("ship")) == identity(make("ship")) != identity(make("write_off"))
+
+
+def test_exec_made_classes_are_the_users_code():
+    src = "class P:\n    def begin(self, b): self.o = b['order_id']\n    def act(self, o): return {!r}, {{'order_id': self.o}}\n"
+    a, b = {}, {}
+    exec(src.format("ship"), a)  # noqa: S102 - a class with no source file, as a notebook or exec makes
+    exec(src.format("write_off"), b)  # noqa: S102
+    assert a["P"].__module__ == "builtins"
+    assert identity(a["P"]) is not None and identity(a["P"]) != identity(b["P"])
+
+
+def test_an_object_plays_as_it_was_when_referenced():
+    obj = Patient(590)
+    ref = PolicyRef.of(obj)
+    obj.deadline = 130  # edited after the reference was made: the run still plays 590
+    assert ref.make().deadline == 590 and ref.cache_id == PolicyRef.of(Patient(590)).cache_id
+
+
+def test_an_object_holding_a_function_counts_its_code():
+    class Holder(ShipNow):
+        def __init__(self, rule):
+            self.rule = rule
+
+    assert identity(Holder(lambda t: t > 300)) != identity(Holder(lambda t: t > 130))
+
+
+def test_cache_id_none_on_the_policy_opts_out():
+    class Never(ShipNow):
+        cache_id = None
+
+    assert PolicyRef.of(Never).cache_id is None and PolicyRef.of(ShipNow).cache_id is not None
+
+
+def test_a_replaced_registration_reaches_worker_processes():
+    try:
+        register_policy("mine_workers", ShipNow)
+        register_policy("mine_workers", WriteOff, replace=True)
+        clear_memo()
+        corpus = fb.make_corpus(n_tasks=60)  # three chunks: two worker processes really play them
+        two = fb.evaluate(corpus, ["mine_workers"], seeds=[0], cache=False, n_jobs=2)
+        assert set(two.disposition) == {"write_off"}
+        pd.testing.assert_frame_equal(two, fb.evaluate(corpus, ["mine_workers"], seeds=[0], cache=False))
+    finally:
+        REGISTRY.pop("mine_workers", None)

@@ -264,3 +264,18 @@ def test_a_killed_server_and_a_resumed_run(run, tmp_path, key):
     assert len(first.seen) + len(second.seen) == rows["n_calls"].sum()  # no request repeated
     assert {(r.task_id, r.seed): r.position for r in rows.itertuples()} == _direct(run)
     _no_key_anywhere(tmp_path)
+
+
+@pytest.mark.parametrize("short", ["1", "a", "e", "ord", "ship"])
+def test_a_short_key_is_not_scrubbed_into_the_play(run, tmp_path, monkeypatch, short):
+    """A one-letter key scrubbed from every record changed what the episode played and replayed."""
+    monkeypatch.setenv(KEY_ENV, short)
+    task = run.corpus.tasks[0]
+    srv = Loopback()
+    try:
+        res = ModelAgent(MODEL, srv.base_url, api_key_env=KEY_ENV, transcripts=tmp_path).episode(task, 0)
+    finally:
+        srv.close()
+    assert res.position == fb.run_episode(task, Script(), 0).position
+    replay = ModelAgent(MODEL, None, api_key_env=KEY_ENV, transcripts=tmp_path).episode(task, 0)
+    assert replay.position == res.position and replay.n_calls == res.n_calls

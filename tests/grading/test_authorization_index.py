@@ -50,3 +50,33 @@ def test_grading_is_linear_in_authorizations_and_effects():
     """16,000 of each took 31 s and grew 4x per doubling; now a doubling costs about 2x."""
     small, large = min(_grade_seconds(4000) for _ in range(2)), min(_grade_seconds(16000) for _ in range(2))
     assert large < 8 * small + 0.05  # quadratic would be 16x
+
+
+def test_many_reverses_of_a_receipt_shared_by_many_orders_stay_linear():
+    """A reverse named the least other order by sorting every carrier: 30k took 309 s."""
+    def seconds(n):
+        recs = [{"kind": "log_meta", "complete": True}]
+        recs += [{"seq": i + 1, "kind": "effect", "op": "refund", "order": f"O{i}", "amount": 50, "key": f"K{i}",
+                  "receipt": "R", "new_effect": True} for i in range(n)]
+        recs += [{"seq": n + 1 + i, "kind": "reverse", "receipt": "R"} for i in range(n)]
+        t = time.perf_counter()
+        v = grade_trace(recs, Contract("A", 50))
+        assert v.checks["unrelated_unchanged"] == "fail"
+        return time.perf_counter() - t
+
+    small, large = min(seconds(2000) for _ in range(2)), min(seconds(8000) for _ in range(2))
+    assert large < 8 * small + 0.05  # quadratic would be 16x
+
+
+def test_a_reverse_names_the_least_other_order_carrying_the_receipt():
+    # attempts that moved no money (new_effect false) change nothing; the reverse of their receipt does
+    recs = [{"kind": "log_meta", "complete": True},
+            {"seq": 1, "kind": "effect", "op": "refund", "order": "Z", "amount": 50, "key": None, "receipt": "R",
+             "new_effect": False},
+            {"seq": 2, "kind": "effect", "op": "refund", "order": "A", "amount": 50, "key": None, "receipt": "R",
+             "new_effect": False},
+            {"seq": 3, "kind": "effect", "op": "refund", "order": "B", "amount": 50, "key": None, "receipt": "R",
+             "new_effect": False},
+            {"seq": 4, "kind": "reverse", "receipt": "R"}]
+    reason = grade_trace(recs, Contract("A", 50)).reasons["unrelated_unchanged"]
+    assert reason.startswith("reverse at seq 4 touched 'R' of order 'B'"), reason

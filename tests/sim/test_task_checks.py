@@ -1,0 +1,40 @@
+"""Hand-built tasks and corpora are checked where they enter, not priced into a wrong gap (issue 18)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import finbench as fb
+
+C = fb.make_corpus(n_tasks=12)
+T = C.tasks[0]
+
+
+@pytest.mark.parametrize("change, named", [
+    (dict(determined_at=10**9), "determined_at"),
+    (dict(other_order_id=T.order_id), "other_order_id"),
+    (dict(order_value=-50.0), "order_value"),
+    (dict(order_value=float("nan")), "order_value"),
+    (dict(outcome="maybe"), "outcome"),
+], ids=["determined-never", "other-is-own", "negative-value", "nan-value", "unknown-outcome"])
+def test_a_bad_hand_built_task_is_refused_at_every_door(change, named):
+    bad = dataclasses.replace(T, **change)
+    for door in (lambda: fb.FinalityEnv(bad), lambda: fb.run_episode(bad, "sop"),
+                 lambda: fb.evaluate(fb.Corpus((bad,)), ["sop"], seeds=[0], cache=False)):
+        with pytest.raises(fb.CorpusError, match=rf"task '{T.task_id}'.*{named}"):
+            door()
+
+
+def test_a_corpus_keeps_its_tasks_as_built():
+    tasks = list(C.tasks)
+    corpus = fb.Corpus(tasks)
+    fingerprint = corpus.fingerprint
+    tasks.reverse()  # editing the caller's list changes nothing the cache keys on
+    assert isinstance(corpus.tasks, tuple) and corpus.fingerprint == fingerprint == fb.Corpus(C.tasks).fingerprint
+
+
+@pytest.mark.parametrize("tasks", [[1, 2, 3], "tasks", [T, T]], ids=["not-tasks", "a-string", "duplicate-ids"])
+def test_a_corpus_of_something_else_is_refused(tasks):
+    with pytest.raises(fb.CorpusError, match="Corpus: task"):
+        fb.Corpus(tasks)
