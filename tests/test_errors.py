@@ -179,7 +179,8 @@ def test_exit_codes_are_listed_alike_everywhere():
 # --- corpus files -------------------------------------------------------------------------------
 
 def _rewrite(path: Path, header_edit=None, task_edit=None, reseal=True) -> Path:
-    from finbench.sim.corpus import _file_digest, fingerprint_of, validate_task  # noqa: F401
+    from finbench.sim.corpus import _file_digest, fingerprint_of  # noqa: F401
+    from finbench.sim.task import validate_task
 
     lines = path.read_text().splitlines()
     header, tasks = json.loads(lines[0]), [json.loads(x) for x in lines[1:]]
