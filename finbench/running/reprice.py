@@ -5,7 +5,7 @@ call budget and the order, and the oracle is told the resolution, not the
 costs. So a change of `cogs_rate`, `dispute_fee` or `escalation_cost` cannot
 change what any policy does, and the money that moves is fixed by the task and
 the actions alone: which captures exist (`retry_at`), the disposition and its
-tick (`end_t`), and effects on the unrelated order. `settle_case` turns those
+tick (`end_t`), and effects on the unrelated order. `settle_money` turns those
 into a position under the new costs, exactly as the simulation would; only the
 reference position is recomputed per costs. Costs that do reach policies
 (`step_budget`, `read_ticks`, `probe_ticks`) change actions and are refused.
@@ -19,7 +19,7 @@ import pandas as pd
 from finbench.errors import FinbenchError, bad, show
 from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus
-from finbench.sim.economics import Costs, settle_case
+from finbench.sim.economics import Costs, Money, price, settle_money
 from finbench.sim.env import reference_position
 from finbench.sim.tools import DISPOSITIONS
 from finbench.sim.world import Capture, agent_capture, original_capture
@@ -44,13 +44,23 @@ def _captures(task, retry_at: str) -> list[Capture]:
 
 
 @lru_cache(maxsize=200_000)
+def _money(task, disposition: str, end_t: int, retry_at: str, unrelated_effects: int) -> Money:
+    """Where one distinct case's money ends: run once, whatever the prices (they enter linearly)."""
+    return settle_money(task, _captures(task, retry_at), disposition, end_t, unrelated_effects)
+
+
+@lru_cache(maxsize=200_000)
 def _price(task, disposition: str, end_t: int, retry_at: str, unrelated_effects: int, costs: Costs) -> tuple:
-    out = settle_case(task, _captures(task, retry_at), disposition, end_t, costs, unrelated_effects)
+    out = price(_money(task, disposition, end_t, retry_at, unrelated_effects), costs)
     ref = reference_position(task, costs)
     gap = round(ref - out.position, 6)
     b = out.breakdown
     return (out.position, ref, gap, gap <= C.MONEY_TOL, b["cash"], b["cogs"], b["liability"], b["dispute_fee"],
             b["escalation"], out.unrelated)
+
+
+_CASE = ("task_id", "disposition", "end_t", "retry_at", "unrelated_effects")
+"""The columns of a row that decide its money (with the task)."""
 
 
 def _check_rows(df: pd.DataFrame, tasks: dict, simulated_with: Costs) -> None:
@@ -64,13 +74,18 @@ def _check_rows(df: pd.DataFrame, tasks: dict, simulated_with: Costs) -> None:
     if odd:
         raise FinbenchError(f"reprice: unknown disposition(s) {', '.join(map(show, odd[:3]))}; "
                             f"rows hold one of {', '.join(DISPOSITIONS)}")
-    for row in df[["task_id", "disposition", "end_t", "retry_at", "unrelated_effects", "position"]].itertuples():
-        own = _price(tasks[row.task_id], row.disposition, int(row.end_t),
-                     row.retry_at if isinstance(row.retry_at, str) else "", int(row.unrelated_effects), simulated_with)
-        if abs(own[0] - row.position) > 1e-6:
-            raise FinbenchError(f"reprice: the row of {row.task_id} ({row.disposition} at t={row.end_t}) does not "
-                                f"re-price to its own position under simulated_with; these rows come from another "
-                                "corpus or other costs")
+    # one check per distinct case (episodes repeat a few thousand), on plain lists: pandas' own
+    # element iteration costs more than the check
+    seen = set()
+    for tid, disp, end, ra, ue, pos in zip(*(df[c].tolist() for c in (*_CASE, "position"))):
+        case = (tid, disp, end, ra, ue, pos)
+        if case in seen:
+            continue
+        seen.add(case)
+        own = _price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), simulated_with)
+        if abs(own[0] - pos) > 1e-6:
+            raise FinbenchError(f"reprice: the row of {tid} ({disp} at t={end}) does not re-price to its own "
+                                "position under simulated_with; these rows come from another corpus or other costs")
 
 
 def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd.DataFrame:
@@ -100,8 +115,7 @@ def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd
     tasks = {t.task_id: t for t in corpus.tasks}
     _check_rows(df, tasks, simulated_with)
     priced = [_price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), costs)
-              for tid, disp, end, ra, ue in zip(df["task_id"], df["disposition"], df["end_t"], df["retry_at"],
-                                                df["unrelated_effects"])]
+              for tid, disp, end, ra, ue in zip(*(df[c].tolist() for c in _CASE))]
     cols = list(zip(*priced))
     out = df.copy()
     for name, values in zip(PRICED, cols):

@@ -54,9 +54,45 @@ class Outcome:
                 "dispute_fee": self.dispute_fee, "escalation": self.escalation}
 
 
+@dataclass(frozen=True)
+class Money:
+    """Where the case's money ends at HORIZON, before any price: what `price` turns into a position
+    under any `Costs` (costs enter the position linearly, so re-pricing never re-runs the money)."""
+
+    value: float
+    cash: float
+    shipped: bool
+    disputed: bool  # a liability, a chargeback, or an over-collection: the dispute fee applies
+    escalated: bool
+    unrelated: float
+    refunded: float
+    chargeback: float
+    human_action: str | None
+    human_t: int | None
+    human_refund_t: int | None
+
+
+def price(money: Money, costs: Costs) -> Outcome:
+    """The position of `money` under `costs` (SPEC §5): cash - cogs - liability - dispute fee - escalation."""
+    v, cash, shipped = money.value, money.cash, money.shipped
+    cogs = costs.cogs_rate * v if shipped else 0.0
+    liability = max(0.0, cash - (v if shipped else 0.0))
+    fee = costs.dispute_fee if money.disputed else 0.0
+    esc = costs.escalation_cost if money.escalated else 0.0
+    net_cash, cogs, liability = round(cash - money.unrelated, 6), round(cogs, 6), round(liability, 6)
+    position = net_cash - cogs - liability - fee - esc
+    return Outcome(position, net_cash, cogs, liability, fee, esc, money.unrelated, shipped, money.refunded,
+                   money.chargeback, money.human_action, money.human_t, money.human_refund_t)
+
+
 def settle_case(task, captures, disposition: str | None, disposition_t: int, costs: Costs,
                 unrelated_effects: int = 0) -> Outcome:
-    """Run the case's money to HORIZON and compute the position.
+    """Run the case's money to HORIZON and compute the position: `price(settle_money(...), costs)`."""
+    return price(settle_money(task, captures, disposition, disposition_t, unrelated_effects), costs)
+
+
+def settle_money(task, captures, disposition: str | None, disposition_t: int, unrelated_effects: int = 0) -> Money:
+    """Run the case's money to HORIZON (no prices).
 
     `captures` are the case order's captures (original and agent-created).
     An escalated case is finished by the human clerk of SPEC §4: ship at the
@@ -114,13 +150,7 @@ def settle_case(task, captures, disposition: str | None, disposition_t: int, cos
         elif what == "excess" and cash > v:
             refunded += cash - v
             cash = v
-    cogs = costs.cogs_rate * v if shipped else 0.0
     liability = max(0.0, cash - (v if shipped else 0.0))
-    fee = costs.dispute_fee if (liability > C.MONEY_TOL or charged_back > 0 or over_collected) else 0.0
-    esc = costs.escalation_cost if disposition == "escalate" else 0.0
-    unrelated = unrelated_effects * task.other_order_value
-    net_cash, cogs, liability = round(cash - unrelated, 6), round(cogs, 6), round(liability, 6)
-    position = net_cash - cogs - liability - fee - esc
-    return Outcome(position, net_cash, cogs, liability, fee, esc, unrelated, shipped,
-                   round(refunded, 6), round(charged_back, 6), human, human_t,
-                   excess_t if human == "ship" else refund_t)
+    return Money(v, cash, shipped, liability > C.MONEY_TOL or charged_back > 0 or over_collected,
+                 disposition == "escalate", unrelated_effects * task.other_order_value, round(refunded, 6),
+                 round(charged_back, 6), human, human_t, excess_t if human == "ship" else refund_t)
