@@ -110,3 +110,44 @@ def test_a_table_is_replaced_whole_while_another_process_reads_it(tmp_path):
     stop.set()
     reader.join()
     assert len(seen) > 0 and set(seen) <= wholes
+
+
+class PrivilegedWithoutResolution:
+    privileged = True
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        return "close", {"order_id": self.order}
+
+
+MORE = {
+    "policies-an-int": (lambda: fb.evaluate(C, 5, seeds=[0], cache=False), r"policies must be a list"),
+    "policies-a-dict": (lambda: fb.evaluate(C, {"sop": 1}, seeds=[0], cache=False), r"policies must be a list"),
+    "policy-name-a-list": (lambda: fb.get_policy(["sop"]), r"a policy name must be a string"),
+    "sweep-iterator": (lambda: sweep(fb.Run.make(n_tasks=9, seeds=[0], cache=False), {"costs": iter([fb.Costs()])}),
+                       None),
+    "sweep-summarise-text": (lambda: sweep(fb.Run.make(n_tasks=9, seeds=[0]), {"seeds": [[0]]}, "x"),
+                             r"summarise must be f\(run, episodes\)"),
+    "sweep-summarise-none": (lambda: sweep(fb.Run.make(n_tasks=9, seeds=[0], cache=False), {"seeds": [[0]]},
+                                           lambda r, d: None), r"summarise must return a DataFrame"),
+    "sweep-no-base": (lambda: sweep(None, {"seeds": [[0]]}), r"sweep: base must be a Run"),
+    "privileged-begin": (lambda: fb.run_episode(C.tasks[0], PrivilegedWithoutResolution()),
+                         r"is privileged .* begin must take \(brief, resolution\)"),
+    "publish-no-run": (lambda: publish(pd.DataFrame({"a": [1]}), "x", None), r"publish: run must be the Run"),
+    "publish-escaping-stem": (lambda: publish(pd.DataFrame({"a": [1]}), "../x", fb.Run.make(n_tasks=9, seeds=[0])),
+                              r"stem must be a plain file name"),
+    "grade-no-contract": (lambda: fb.grade_trace([], None), r"contract must be a Contract"),
+    "load-trace-none": (lambda: fb.load_trace(None), r"load_trace: path must be a file path"),
+    "load-corpus-none": (lambda: fb.load_corpus(None), r"load_corpus: path must be a file path"),
+}
+
+
+@pytest.mark.parametrize("call, message", MORE.values(), ids=MORE.keys())
+def test_more_doors_from_the_hostile_pass(call, message):
+    if message is None:  # the documented behaviour: an iterator of values is read once, like a list
+        assert len(call()) == len(C) * len(fb.POLICIES)  # nine policies x 9 tasks x one seed
+        return
+    with pytest.raises(fb.FinbenchError, match=message):
+        call()

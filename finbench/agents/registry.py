@@ -108,6 +108,8 @@ def get_policy(name: str, **knobs) -> Any:
     Raises:
         PolicyError: unknown name, or a knob the policy does not take.
     """
+    if not isinstance(name, str):
+        raise PolicyError(f"a policy name must be a string, got {show(name)}")
     if name not in REGISTRY and name in PACKAGED:
         importlib.import_module(PACKAGED[name])  # registers it (it imports this module: not at the top)
     if name not in REGISTRY:
@@ -260,8 +262,11 @@ def resolve_policies(policies: Any = None) -> tuple[PolicyRef, ...]:
                                                      and isinstance(policies[0], str)
                                                      and isinstance(policies[1], dict)):
         policies = [policies]  # one policy given bare, not a sequence of characters
-    elif isinstance(policies, type) or hasattr(policies, "act"):
+    elif isinstance(policies, type) or hasattr(policies, "act") or callable(policies):
         policies = [policies]
+    elif isinstance(policies, dict) or not hasattr(policies, "__iter__"):
+        raise PolicyError(f"policies must be a list of policies (names, (name, knobs) pairs, classes, factories "
+                          f"or objects) or None for SPEC's nine, got {show(policies)}")
     refs = tuple(as_ref(p) for p in policies)
     if not refs:
         raise PolicyError("policies is empty; give at least one (None means SPEC's nine)")

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from finbench.errors import FinbenchError, show
 from finbench.analysis.claims import Claim, claims_frame, claims_markdown, verdict_counts
 from finbench.analysis.tables import write_table
 
@@ -41,6 +42,13 @@ def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | N
     import pandas as pd
     from matplotlib.figure import Figure
 
+    if not hasattr(run, "stamp") or not hasattr(run, "caption"):
+        raise FinbenchError(f"publish: run must be the Run the result comes from (it stamps the file), got {show(run)}")
+    if meta is not None and not isinstance(meta, dict):
+        raise FinbenchError(f"publish: meta must be a dict of stamp entries, got {show(meta)}")
+    if not isinstance(stem, str) or not stem or stem != Path(stem).name or stem.startswith("."):
+        # a stem is a file name: '../x' or '/abs' would write outside `to`
+        raise FinbenchError(f"publish: stem must be a plain file name, got {show(stem)}")
     extra = dict(meta or {})
     if isinstance(obj, Figure):
         from finbench.analysis.plotting import caption, save  # lazy: matplotlib loads only to draw

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from finbench.errors import FinbenchError, show
 from finbench.grading.contract import CHECKS, FAIL, MAX_LISTED, MONEY_TOL, PASS, UNKNOWN, Contract, Verdict, same_money
 from finbench.grading.records import Authorize, Effect, Event, Reverse, read_records, seq_problems
 
@@ -127,6 +128,8 @@ def grade_trace(records: Iterable[Mapping[str, Any]], contract: Contract) -> Ver
         >>> grade_trace(trace, Contract("A", 50)).verdict
         'pass'
     """
+    if not isinstance(contract, Contract):
+        raise FinbenchError(f"grade_trace: contract must be a Contract(order, amount, op=...), got {show(contract)}")
     events, gaps, meta = read_records(records)
     ev = _walk(events, contract)
     incomplete = meta + seq_problems(events) + gaps + ev.unexplained

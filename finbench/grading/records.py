@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from os import PathLike
 from typing import Any
 
-from finbench.errors import show
+from finbench.errors import FinbenchError, show
 from finbench.grading.contract import MAX_LISTED, MAX_MONEY, TraceError, is_int, is_money
 
 @dataclass(frozen=True)
@@ -247,6 +247,8 @@ def load_trace(path: str | PathLike[str]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     seq_lines: dict[int, int] = {}
     # Binary mode: text mode would also split lines on \r and other separators.
+    if not isinstance(path, (str, os.PathLike)):
+        raise FinbenchError(f"load_trace: path must be a file path, got {show(path)}")
     # a FIFO or a device would block or never end: only a regular file is a trace
     if not stat.S_ISREG(os.stat(path).st_mode):
         raise OSError(errno.EINVAL, "not a regular file (a trace is a .jsonl file)", str(path))

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
-from finbench.errors import FinbenchError, check_int
+from finbench.errors import FinbenchError, check_int, show
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_policies
@@ -237,21 +237,31 @@ def sweep(base: Run, grid: dict[str, list], summarise: Callable[[Run, Any], Any]
     """
     import pandas as pd
 
+    if not isinstance(base, Run):
+        raise FinbenchError(f"sweep: base must be a Run, got {show(base)}")
+    if not isinstance(grid, dict) or not grid:
+        raise FinbenchError(f"sweep: grid must be a non-empty dict of Run field -> list of values, got {show(grid)}")
+    if summarise is not None and not callable(summarise):
+        raise FinbenchError(f"sweep: summarise must be f(run, episodes) -> DataFrame, got {show(summarise)}")
     names = list(grid)
     bad = [n for n in names if n not in {f.name for f in dataclasses.fields(Run)} or n in ("n_jobs", "cache",
                                                                                           "progress")]
     if bad:
         raise FinbenchError(f"sweep: unknown Run field(s) {bad}; sweepable: corpus, seeds, profile, costs, "
-                         "policies, probe, n_boot, boot_seed")
-    empty = [n for n in names if isinstance(grid[n], (str, bytes)) or not hasattr(grid[n], "__iter__")
-             or len(list(grid[n])) == 0]
+                            "policies, probe, n_boot, boot_seed")
+    # each field's values read once: an iterator is not read twice
+    values = {n: list(grid[n]) if hasattr(grid[n], "__iter__") and not isinstance(grid[n], (str, bytes)) else None
+              for n in names}
+    empty = [n for n, v in values.items() if not v]
     if empty:
         raise FinbenchError(f"sweep: grid field(s) {', '.join(empty)} must be a non-empty list of values")
     frames = []
-    for combo in itertools.product(*(list(grid[n]) for n in names)):
+    for combo in itertools.product(*(values[n] for n in names)):
         run = base.replace(**dict(zip(names, combo)))
         df = run.evaluate()
         out = summarise(run, df) if summarise is not None else df
+        if not isinstance(out, pd.DataFrame):
+            raise FinbenchError(f"sweep: summarise must return a DataFrame, got {show(out)}")
         labels = {n: _grid_label(v) for n, v in zip(names, combo)}
         frames.append(out.assign(**labels)[[*names, *[c for c in out.columns if c not in names]]])
     return pd.concat(frames, ignore_index=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -117,6 +118,8 @@ def load_corpus(path: str | Path) -> Corpus:
             the content fingerprint or the header digest do not match; the
             tasks do not hold whole twin pairs (`twin_problem`), naming the task.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise CorpusError(f"load_corpus: path must be a file path, got {show(path)}")
     path = Path(path)
     names = {f.name for f in fields(Task)}
     try:

@@ -6,6 +6,7 @@ A policy is any object with `begin(brief)` and `act(observation) -> (tool, args)
 from __future__ import annotations
 
 import gc
+import inspect
 from contextlib import contextmanager
 
 from finbench.errors import PolicyError, show
@@ -36,6 +37,11 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
     """
     brief = env.reset()
     if getattr(policy, "privileged", False):
+        try:
+            inspect.signature(policy.begin).bind(brief, None)
+        except (TypeError, ValueError):
+            raise PolicyError(f"policy {policy_name(policy)!r} is privileged (privileged = True), so it is told the "
+                              "resolution: its begin must take (brief, resolution)") from None
         policy.begin(brief, env.resolution())
     else:
         policy.begin(brief)
