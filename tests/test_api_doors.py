@@ -151,3 +151,20 @@ def test_more_doors_from_the_hostile_pass(call, message):
         return
     with pytest.raises(fb.FinbenchError, match=message):
         call()
+
+
+def test_a_class_that_only_claims_to_be_built_in_takes_the_checked_path():
+    from finbench.agents.policies import FinalityGate
+    from finbench.sim.play import trusted
+
+    Spoof = type("FinalityGate", (FinalityGate,), {"trusted": True, "__module__": "finbench.agents.policies"})
+    assert trusted(FinalityGate()) and not trusted(Spoof())
+
+
+def test_a_line_break_in_a_stamp_keeps_the_table_readable(tmp_path):
+    from finbench.analysis.tables import read_table
+
+    run = fb.Run.make(n_tasks=9, seeds=[0], cache=False)
+    publish(pd.DataFrame({"a": [1, 2]}), "t", run, to=tmp_path, meta={"note": "a\nx,y"})
+    assert read_table(tmp_path / "t.csv")["a"].tolist() == [1, 2]
+    assert "# note: a x,y" in (tmp_path / "t.csv").read_text()

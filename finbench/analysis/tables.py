@@ -11,7 +11,8 @@ from finbench.files import atomic_write
 
 
 def _stamp(meta: dict) -> list[str]:
-    return [f"{k}: {v}" for k, v in meta.items()]
+    """One `key: value` line per entry; a line break inside would end the CSV's comment header."""
+    return [" ".join(f"{k}: {v}".splitlines()) for k, v in meta.items()]
 
 
 def write_table(df: pd.DataFrame, stem: str, meta: dict, tables_dir: str | Path = "tables",
