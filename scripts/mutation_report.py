@@ -1,13 +1,14 @@
 """Write docs/mutation.md from mutmut's results in mutants/ (`make mutate` runs it last).
 
 Per mutated module (setup.cfg's [mutmut] only_mutate): how many of its mutants the tests
-killed, how many survived, timed out, ended otherwise (no test reaches them, suspicious,
-crashed, pytest stopped) or are not checked yet, and the score: killed and timed-out
-mutants over the checked ones. Then every survivor with its change and its triage from
+killed, how many survived, timed out, errored (pytest could not run the selected tests),
+ended otherwise (no test reaches them, suspicious, crashed) or are not checked yet, and the
+score: killed, timed-out and errored mutants over the checked ones. Then every mutant not
+detected (survived, or ended otherwise) with its change and its triage from
 docs/mutation_triage.csv (`equivalent`: no test can tell it from the original, and why;
-`gap`: a test that should exist does not). A survivor with no row there, or whose row
-describes another change (mutmut numbers the mutants of a function afresh when the
-function changes), is listed as untriaged.
+`gap`: a test that should exist does not). One with no row there, or whose row describes
+another change (mutmut numbers the mutants of a function afresh when the function
+changes), is listed as untriaged.
 
 Run alone (`.venv/bin/python scripts/mutation_report.py`) to rewrite the page from the
 last results without running anything.
@@ -29,7 +30,7 @@ from mutmut.stats import status_by_exit_code
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "mutation.md"
 TRIAGE = ROOT / "docs" / "mutation_triage.csv"
-COLUMNS = ("killed", "survived", "timeout", "other", "not checked")
+COLUMNS = ("killed", "survived", "timeout", "error", "other", "not checked")
 VERDICTS = ("equivalent", "gap")
 
 
@@ -42,10 +43,10 @@ def config() -> tuple[list[str], list[str], list[str]]:
 
 def modules(source_paths: list[str], patterns: list[str]) -> list[str]:
     """The mutated files, in the order of the patterns (setup.cfg), each once."""
-    files = sorted(str(p.relative_to(ROOT)) for s in source_paths for p in (ROOT / s).rglob("*.py"))
+    files = {str(p.relative_to(ROOT)) for s in source_paths for p in (ROOT / s).rglob("*.py")}
     # a module with results but no source any more (moved by a refactor) is still reported
-    files += sorted(str(p.relative_to(ROOT / "mutants"))[:-len(".meta")]
-                    for p in (ROOT / "mutants").rglob("*.py.meta"))
+    files |= {str(p.relative_to(ROOT / "mutants"))[:-len(".meta")] for p in (ROOT / "mutants").rglob("*.py.meta")}
+    files = sorted(files)
     out: list[str] = []
     for pat in patterns:
         out += [f for f in files if fnmatch.fnmatch(f, pat) and f not in out]
@@ -53,6 +54,8 @@ def modules(source_paths: list[str], patterns: list[str]) -> list[str]:
 
 
 def status(code) -> str:
+    if code == 255:  # mutmut's worker caught an exception: pytest could not run the selected tests
+        return "error"
     s = status_by_exit_code[code]
     return s if s in COLUMNS else "other"
 
@@ -98,22 +101,23 @@ def main() -> None:
     source_paths, patterns, selection = config()
     mods = modules(source_paths, patterns)
     notes = triage()
-    rows, survivors = [], {}
+    rows, survivors, codes_of = [], {}, {}
     total = Counter()
     for mod in mods:
         meta = ROOT / "mutants" / f"{mod}.meta"
         codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        codes_of.update(codes)
         c = Counter(status(v) for v in codes.values())
         n = sum(c.values())
         total.update(c)
         total["total"] += n
         rows.append((mod, c, n))
-        survivors[mod] = sorted((k for k, v in codes.items() if status(v) == "survived"),
+        survivors[mod] = sorted((k for k, v in codes.items() if status(v) in ("survived", "other")),
                                 key=lambda k: (k.rpartition("__mutmut_")[0], int(k.rpartition("__mutmut_")[2])))
 
     def score(c: Counter, n: int) -> str:
         checked = n - c["not checked"]
-        return f"{100 * (c['killed'] + c['timeout']) / checked:.1f}%" if checked else "–"
+        return f"{100 * (c['killed'] + c['timeout'] + c['error']) / checked:.1f}%" if checked else "–"
 
     head = git("rev-parse", "--short", "HEAD")
     dirty = git("status", "--porcelain", "--", *mods)
@@ -129,11 +133,13 @@ def main() -> None:
         f"Source: commit {head or '?'}" + (" with uncommitted changes to the mutated modules." if dirty else "."),
         "Tests: " + ", ".join(f"`{t}`" for t in selection) + ".",
         "",
-        "Score = (killed + timeout) / (mutants checked). *Other*: no test reaches the mutant, or the "
-        "run ended otherwise (suspicious, crashed, pytest stopped); *not checked*: not run yet.",
+        "Score = (killed + timeout + error) / (mutants checked). *Error*: under the mutant pytest could "
+        "not even run the selected tests (a test's parameters are computed by mutated code, so its id "
+        "changed): detected, but not by a failing assertion. *Other*: no test reaches the mutant, or "
+        "the run ended otherwise (suspicious, crashed); *not checked*: not run yet.",
         "",
-        "| module | killed | survived | timeout | other | not checked | total | score |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| module | killed | survived | timeout | error | other | not checked | total | score |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for mod, c, n in rows:
         out.append(f"| `{mod}` | " + " | ".join(str(c[k]) for k in COLUMNS) + f" | {n} | {score(c, n)} |")
@@ -145,7 +151,8 @@ def main() -> None:
     for mod in mods:
         if not survivors[mod]:
             continue
-        sections += ["", f"### `{mod}`", "", "| mutant | change | verdict | why |", "| --- | --- | --- | --- |"]
+        sections += ["", f"### `{mod}`", "", "| mutant | status | change | verdict | why |",
+                     "| --- | --- | --- | --- | --- |"]
         for name in survivors[mod]:
             try:
                 what = change(get_diff_for_mutant(name, path=mod))
@@ -160,12 +167,13 @@ def main() -> None:
                 verdict, why = note["verdict"] if note["verdict"] == "equivalent" else "**gap**", cell(note["why"])
             counts[verdict.strip("*")] += 1
             short = name.rpartition(".")[2]
-            sections.append(f"| `{short}` | {code(what)} | {verdict} | {why} |")
-    out += ["", "## Survivors", ""]
+            sections.append(f"| `{short}` | {status_by_exit_code[codes_of[name]]} | {code(what)} | {verdict} | {why} |")
+    out += ["", "## Mutants not killed", ""]
     if sections:
-        out.append(f"{sum(counts.values())} survivors: {counts['equivalent']} equivalent, {counts['gap']} gaps "
-                   f"(a test should kill them), {counts['untriaged']} untriaged. `mutmut show <module>.<mutant>` "
-                   "(e.g. `mutmut show finbench.sim.economics.x_settle_case__mutmut_1`) prints one as a diff.")
+        out.append(f"{sum(counts.values())} mutants survived or were reached by no test: {counts['equivalent']} "
+                   f"equivalent (no test can tell them from the original), {counts['gap']} gaps (a test should "
+                   f"kill them), {counts['untriaged']} untriaged. `mutmut show <module>.<mutant>` (e.g. "
+                   "`mutmut show finbench.sim.economics.x_settle_case__mutmut_1`) prints one as a diff.")
         out += sections
     else:
         out.append("None.")

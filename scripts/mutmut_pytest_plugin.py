@@ -1,12 +1,32 @@
 """pytest plugin for `make mutate` only (setup.cfg, [mutmut] pytest_add_cli_args).
 
-Some test modules call mutated code at import (`COSTS = [fb.Costs(...)]`). Under such a
-mutant the module fails to import; pytest then stops with a usage error (the selected
-tests are not found), which mutmut records as a timeout. A test module that cannot be
-collected is a failing test: this ends the run with exit code 1, which mutmut records as
-killed. (The clean run before the mutants, with no mutant on, collects every module.)
+mutmut runs, for each mutant, only the tests that reach the mutated function, by node id,
+so a run collects a few test modules rather than the whole suite. Two things follow:
+
+- Some test modules call mutated code at import (`COSTS = [fb.Costs(...)]`). Under such a
+  mutant the module fails to import; pytest then stops with a usage error (the selected
+  tests are not found), which mutmut records as a timeout. A test module that cannot be
+  collected is a failing test: the run ends with exit code 1, which mutmut records as killed.
+  (The clean run before the mutants, with no mutant on, collects every module.)
+- A test may lean on a side effect of another module's import that a full collection always
+  has: tests/sim/test_probe.py names the "reconciler" policy, which is registered when
+  finbench.agents.reconciler is imported, and does not import it. Importing it here gives
+  every run what `make test` gives, so such a test fails for the mutant, not for the order.
+- Property tests do not shrink a counterexample (see pytest_configure).
 """
 import pytest
+
+
+def pytest_configure(config):
+    import finbench.agents.reconciler  # noqa: F401  (registers "reconciler")
+
+    # After the conftest loaded its profile: the same examples, but a failing property test fails
+    # at its first counterexample instead of shrinking it, which can take longer than the time
+    # mutmut allows a mutant and would record a kill as a timeout.
+    from hypothesis import Phase, settings
+
+    settings.register_profile("mutmut", settings(settings.default, phases=[p for p in Phase if p != Phase.shrink]))
+    settings.load_profile("mutmut")
 
 
 def pytest_collectreport(report):
