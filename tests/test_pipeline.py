@@ -113,3 +113,13 @@ def test_stale_refuses_a_missing_folder_naming_it():
 def test_help_exits_0():
     out = _pipeline("--help")
     assert out.returncode == 0 and out.stdout.startswith("usage: python -m finbench.pipeline")
+
+
+def test_the_report_and_the_explorer_run_after_every_experiment():
+    from finbench.pipeline import notebooks, stages
+
+    order = [[p.stem for p in stage] for stage in stages(notebooks())]
+    assert order[0] == ["00_corpus"] and order[-2:] == [["99_claims"], ["explore"]]
+    middle = order[1]
+    assert "01_headline" in middle and "11_exploits" in middle and len(middle) == len(notebooks()) - 3
+    assert [p.stem for stage in stages(notebooks()[:2]) for p in stage] == ["00_corpus", "01_headline"]
