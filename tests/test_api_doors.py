@@ -141,6 +141,11 @@ MORE = {
     "grade-no-contract": (lambda: fb.grade_trace([], None), r"contract must be a Contract"),
     "load-trace-none": (lambda: fb.load_trace(None), r"load_trace: path must be a file path"),
     "load-corpus-none": (lambda: fb.load_corpus(None), r"load_corpus: path must be a file path"),
+    "label-trailing-comma": (lambda: fb.evaluate(C, ["sop[patience=60,]"], seeds=[0], cache=False), r"bad knob ''"),
+    "label-knob-twice": (lambda: fb.evaluate(C, ["sop[patience=60,patience=70]"], seeds=[0], cache=False),
+                         r"knob 'patience' given twice"),
+    "register-packaged-name": (lambda: fb.register_policy("plan", Locked, replace=True),
+                               r"'plan' is one of the package's own policies"),
 }
 
 

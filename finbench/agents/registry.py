@@ -60,6 +60,8 @@ def register_policy(name: str, factory: Callable[..., Any], *, replace: bool = F
         raise PolicyError(f"register_policy: name must be an identifier-like string, got {name!r}")
     if name in POLICIES:
         raise PolicyError(f"register_policy: {name!r} is one of SPEC's nine and cannot be replaced")
+    if name in PACKAGED and not packaged(factory):  # importing its module later would silently undo it
+        raise PolicyError(f"register_policy: {name!r} is one of the package's own policies; choose another name")
     if name in REGISTRY and not replace:
         raise PolicyError(f"register_policy: {name!r} is already registered (pass replace=True)")
     if not callable(factory):
@@ -90,10 +92,13 @@ def parse_label(label: str) -> tuple[str, dict]:
     if m is None:
         raise PolicyError(f"not a policy name or label: {label!r}")
     knobs = {}
-    for part in filter(None, (m.group("knobs") or "").split(",")):
+    inside = m.group("knobs")
+    for part in (inside.split(",") if inside else ()):
         key, sep, value = part.partition("=")
-        if not sep or not key.strip():
+        if not sep or not key.strip():  # an empty part ('sop[patience=60,]') is a typo, not nothing
             raise PolicyError(f"bad knob {part!r} in policy label {label!r}; expected name=value")
+        if key.strip() in knobs:
+            raise PolicyError(f"knob {key.strip()!r} given twice in policy label {label!r}")
         knobs[key.strip()] = _parse_value(value.strip())
     return m.group("name"), knobs
 

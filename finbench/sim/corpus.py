@@ -307,7 +307,7 @@ def make_task(archetype: str, *, determined_at: int | None = None, order_value: 
         draws["determined_at"] = int(determined_at)
     if order_value is not None:
         draws["order_value"] = float(order_value)
-    order_id = f"ord-{seed % 10000:04d}"
+    order_id = f"ord-{seed:04d}"  # one order per seed: seeds 1 and 10001 are two orders
     return _build(archetype, draws, order_id=order_id, task_id=f"{archetype}-{seed}",
                   unit=order_id, stream=f"task/{archetype}/{seed}", outcome=outcome)
 
