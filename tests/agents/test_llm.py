@@ -166,6 +166,19 @@ def _direct(run) -> dict:
     return {(t.task_id, s): fb.run_episode(t, Script(), s).position for t in run.corpus.tasks for s in run.seeds}
 
 
+def _transcripts_of_a_healthy_run(run, runs: Path) -> list[Path]:
+    """Play the subset through a well-behaved loopback server; the transcripts it leaves, sorted."""
+    from finbench.agents.llm import model_dir_name
+    from finbench.experiments import model_arm
+
+    srv = Loopback()
+    try:
+        model_arm.run_model(run, MODEL, srv.base_url, transcripts=runs, api_key_env=KEY_ENV, progress=False)
+    finally:
+        srv.close()
+    return sorted((runs / model_dir_name(MODEL)).glob("*.jsonl"))
+
+
 def _no_key_anywhere(root: Path, *texts: str):
     files = [p for p in root.rglob("*") if p.is_file()]
     assert files

@@ -25,7 +25,7 @@ import finbench as fb
 from finbench.agents import llm
 from finbench.agents.llm import ModelAgent, TranscriptWarning, model_dir_name, read_transcript
 from finbench.experiments import model_arm as M
-from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere
+from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere, _transcripts_of_a_healthy_run
 from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
 
@@ -368,12 +368,7 @@ BREAKS = ["line 5", "request without turn", "header without model", "response ou
 
 def test_a_transcript_that_cannot_replay_is_set_aside_and_the_episode_played_again(run, tmp_path, key):
     runs = tmp_path / "runs"
-    srv = Loopback()
-    try:
-        M.run_model(run, MODEL, srv.base_url, transcripts=runs, api_key_env=KEY_ENV, progress=False)
-    finally:
-        srv.close()
-    files = sorted((runs / model_dir_name(MODEL)).glob("*.jsonl"))
+    files = _transcripts_of_a_healthy_run(run, runs)
     broken = dict(zip(BREAKS, files))
     for how, path in broken.items():
         _corrupt(path, how)

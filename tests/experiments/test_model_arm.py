@@ -10,7 +10,7 @@ import pytest
 import finbench as fb
 from finbench.experiments import model_arm as M
 from finbench.agents.llm import model_dir_name, read_transcript, system_prompt
-from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere
+from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere, _transcripts_of_a_healthy_run
 from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
 
@@ -114,12 +114,7 @@ def test_notebook_builds_table5_from_transcripts_on_disk(tmp_path, key):
 
 def test_a_transcript_that_no_longer_replays_is_left_alone_and_not_a_row(run, tmp_path, key, capfd):
     runs = tmp_path / "runs"
-    srv = Loopback()
-    try:
-        M.run_model(run, MODEL, srv.base_url, transcripts=runs, api_key_env=KEY_ENV, progress=False)
-    finally:
-        srv.close()
-    path = sorted((runs / model_dir_name(MODEL)).glob("*.jsonl"))[0]
+    path = _transcripts_of_a_healthy_run(run, runs)[0]
     recs = read_transcript(path)
     recs[-2]["body"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] = "read_bank"  # last answer
     recs[3]["sha"] = "0" * 64  # the second request no longer matches the conversation
