@@ -1,30 +1,80 @@
-"""`make bench`: episodes per second for the headline evaluation, fast path against public path.
+"""`make bench`: episodes per second, this tree beside the previous release, in one run.
 
-The headline evaluation is 321 tasks x 5 seeds x 9 policies = 14,445 episodes,
-grading included, no episode cache, one process. It runs twice per repeat:
+Three workloads over the corpus (321 tasks) x 5 seeds, grading included, no
+episode cache, one process:
 
-- fast path: the package's own policies, driven without defensive copies or
-  re-validation (what `evaluate` does for them);
-- public path: the same policies wrapped as a user's agent would be, so every
-  call goes through `FinalityEnv.step` with its checks and copies.
+- `headline`: the nine policies (14,445 episodes), as `evaluate` plays them
+  (the built-in policies take the fast path);
+- `user`: the README's `Patient`, a user's class, so every call goes through
+  `FinalityEnv.step` with its checks and copies (1,605 episodes);
+- `public`: the nine behind a user-style wrapper, so the runner cannot tell
+  them from outside code (the fast path's gain is headline / public).
 
-Before each measurement every memo in the package is cleared (fault schedules,
-reference positions, keyed draws, grades), so nothing is reused between them.
-Prints min and median over the repeats, and the ratio. Not a timed test.
+Each measurement runs in a fresh process (imports and the corpus outside the
+timing, every memo cold) and is timed in CPU seconds of that process, so load
+from other processes moves it less than wall time would. The previous release
+(`BASELINE`, a git tag, extracted with `git archive` under `build/bench/`) is
+measured by the same script in the same run, alternating with this tree, and
+the ratio printed. Then the grader's µs per record. Not a timed test.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
+import tarfile
 import time
+from io import BytesIO
+from pathlib import Path
 
-from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, get_policy
 from finbench.grading import Contract, grade_trace
-from finbench.running.episode import clear_memos as clear_engine
-from finbench.running.evaluation import evaluate
-from finbench.running.run import clear_memo
-from finbench.sim.corpus import make_corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE = "v1.0"
+"""The previous release: a git tag. Move it when a release is tagged."""
+GOALS = {"headline": 15_000, "user": 6_000}
+"""Episodes per second the project aims at (issue 20)."""
+WORKLOADS = ("headline", "user", "public")
+
+# One measurement, run by `python -c` under either tree: only the public API, which both share.
+_WORKER = r'''
+import sys, time
+import finbench as fb
+from finbench.bench import Public
+
+class Patient:
+    """The README's user policy."""
+    name = "patient"
+    def begin(self, brief):
+        self.order = brief["order_id"]
+    def act(self, obs):
+        caps = (obs.get("result") or {}).get("captures", [])
+        if any(c["status"] == "settled" for c in caps):
+            return "ship", {"order_id": self.order}
+        if obs["t"] > 590:
+            return "escalate", {"order_id": self.order}
+        return "probe_processor", {"order_id": self.order}
+
+def public(name):
+    def make():
+        return Public(fb.get_policy(name))
+    make.__name__ = name
+    return fb.PolicyRef.of(make, label=name)
+
+kind, n_tasks = sys.argv[1], int(sys.argv[2])
+corpus = fb.make_corpus(n_tasks=n_tasks)
+names = ["random", "optimistic", "eager", "majority_vote", "sop", "react", "reflection", "finality_gate",
+         "finality_oracle"]
+policies = {"headline": None, "user": [Patient], "public": [public(n) for n in names]}[kind]
+evaluate = fb.evaluate
+# imports that happen on first use (pandas' lazy parts) outside the timing: one episode of another corpus
+evaluate(fb.make_corpus(n_tasks=1, master_seed=1), policies, seeds=[9], n_jobs=1, cache=False)
+start = time.process_time()
+n = len(evaluate(corpus, policies, seeds=range(5), n_jobs=1, cache=False))
+print(n, time.process_time() - start)
+'''
 
 
 class Public:
@@ -45,40 +95,31 @@ class Public:
         return self.inner.act(obs)
 
 
-def clear_memos() -> int:
-    """Clear every memo in the package (`functools` caches and the engine's own); returns how many caches."""
-    n = 0
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("finbench.") or module is None:
-            continue
-        for value in list(vars(module).values()):
-            if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", "") == name:
-                value.cache_clear()
-                n += 1
-
-    clear_engine()  # plain-dict memos too (outcomes, grades, worlds)
-    clear_memo()
-    return n
+def measure(kind: str, tree: Path, n_tasks: int) -> tuple[int, float]:
+    """(episodes, CPU seconds) of one workload in a fresh process importing `finbench` from `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    out = subprocess.run([sys.executable, "-c", _WORKER, kind, str(n_tasks)], env=env, cwd=tree,
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"bench: {kind} under {tree} failed:\n{out.stderr.strip()}")
+    n, seconds = out.stdout.split()[-2:]
+    return int(n), float(seconds)
 
 
-def _public_refs():
-    return [PolicyRef.of(_Factory(name), label=name) for name in DEFAULT_POLICIES]
-
-
-class _Factory:
-    def __init__(self, name):
-        self.name = name
-        self.__name__ = name
-
-    def __call__(self):
-        return Public(get_policy(self.name))
-
-
-def measure(corpus, policies, seeds) -> tuple[int, float]:
-    clear_memos()
-    start = time.perf_counter()
-    n = len(evaluate(corpus, policies, seeds=seeds, n_jobs=1, cache=False))
-    return n, time.perf_counter() - start
+def previous_release(tag: str = BASELINE) -> Path | None:
+    """The tree of release `tag` under build/bench/<tag>/ (extracted once), or None if git or the tag is missing."""
+    dest = ROOT / "build" / "bench" / tag
+    if (dest / "finbench" / "__init__.py").exists():
+        return dest
+    try:
+        blob = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", tag, "finbench"],
+                              capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=BytesIO(blob)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
 
 
 def grader_scaling(sizes=(1_000, 8_000, 64_000)) -> list[tuple[int, float]]:
@@ -98,24 +139,42 @@ def grader_scaling(sizes=(1_000, 8_000, 64_000)) -> list[tuple[int, float]]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m finbench.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="measurements per path (default 5)")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per workload and tree (default 3)")
     parser.add_argument("--tasks", type=int, default=321, help="corpus size (default 321)")
+    parser.add_argument("--baseline", default=BASELINE, help=f"git tag of the previous release (default {BASELINE})")
+    parser.add_argument("--no-baseline", action="store_true", help="measure this tree only")
     args = parser.parse_args(argv)
 
-    corpus = make_corpus(n_tasks=args.tasks)
-    seeds = range(5)
-    rates: dict[str, list[float]] = {"fast": [], "public": []}
-    n = 0
+    trees = {"this tree": ROOT}
+    if not args.no_baseline:
+        prev = previous_release(args.baseline)
+        if prev is None:
+            print(f"note: no previous release to compare with (git tag {args.baseline!r} not found)")
+        else:
+            trees[args.baseline] = prev
+    rates: dict = {(k, t): [] for k in WORKLOADS for t in trees}
+    counts = {}
     for _ in range(args.repeats):
-        for path, policies in (("fast", None), ("public", _public_refs())):
-            n, s = measure(corpus, policies, seeds)
-            rates[path].append(n / s)
-    print(f"headline evaluation: {n:,} episodes ({len(corpus)} tasks x 5 seeds x 9 policies), grading included, "
-          f"no cache, one process, {args.repeats} repeats")
-    for path, r in rates.items():
-        print(f"  {path:<7} min {min(r):>8,.0f}  median {statistics.median(r):>8,.0f} episodes/s")
-    ratio = statistics.median(rates["fast"]) / statistics.median(rates["public"])
-    print(f"  fast / public (medians): {ratio:.2f}x")
+        for kind in WORKLOADS:
+            for name, tree in trees.items():  # alternating: both trees see the same load
+                n, seconds = measure(kind, tree, args.tasks)
+                rates[kind, name].append(n / seconds)
+                counts[kind] = n
+    print(f"episodes per CPU second, one process, grading included, no cache ({args.tasks} tasks x 5 seeds; "
+          f"median of {args.repeats}, each in a fresh process)")
+    head = f"  {'workload':<34}" + "".join(f"{name:>12}" for name in trees)
+    print(head + ("       ratio" if len(trees) == 2 else "") + "        goal")
+    labels = {"headline": "headline: the nine policies", "user": "user policy (README's Patient)",
+              "public": "the nine through the public step"}
+    for kind in WORKLOADS:
+        med = [statistics.median(rates[kind, t]) for t in trees]
+        line = f"  {labels[kind] + f' ({counts[kind]:,})':<34}" + "".join(f"{m:>12,.0f}" for m in med)
+        if len(med) == 2:
+            line += f"{med[0] / med[1]:>11.2f}x"
+        goal = GOALS.get(kind)
+        print(line + (f"{goal:>12,}" if goal else ""))
+    fast = statistics.median(rates["headline", "this tree"]) / statistics.median(rates["public", "this tree"])
+    print(f"  fast path / public step (this tree): {fast:.2f}x")
     print("grader, n authorizations + n effects of another amount: "
           + ", ".join(f"{n:,} records {us:.1f} µs/record" for n, us in grader_scaling()))
     return 0

@@ -41,15 +41,17 @@ def bad(where: str, name: str, value: object, allowed: str) -> FinbenchError:
 
 def check_int(where: str, name: str, value: object, lo: int | None = None, hi: int | None = None) -> int:
     """An integer (not a bool, not a float) in [lo, hi]."""
-    allowed = "an integer" + _range(lo, hi)
-    if isinstance(value, bool):
-        raise bad(where, name, value, allowed)
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise bad(where, name, value, allowed) from None
+    if value.__class__ is int:  # the usual case, checked first (a bool is not an int here)
+        n = value
+    elif isinstance(value, bool):
+        raise bad(where, name, value, "an integer" + _range(lo, hi))
+    else:
+        try:
+            n = operator.index(value)
+        except TypeError:
+            raise bad(where, name, value, "an integer" + _range(lo, hi)) from None
     if (lo is not None and n < lo) or (hi is not None and n > hi):
-        raise bad(where, name, value, allowed)
+        raise bad(where, name, value, "an integer" + _range(lo, hi))
     return n
 
 

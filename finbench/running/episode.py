@@ -67,6 +67,7 @@ _GET = {kind: itemgetter(*f) for kind, f in _FIELDS.items() if len(f) > 1}
 _OTHER = ("seq",)  # an unknown kind is read for its seq
 _RENAMED = frozenset(kind for kind, f in _FIELDS.items() if f[:1] == ("order",))  # the kinds whose `order` is read
 _MEMO: dict = {}
+_SHAPES: dict = {}  # grades by trace shape (`grade_played`)
 _MEMO_SIZE = 1 << 15
 
 
@@ -129,6 +130,22 @@ def grade_episode(task, trace) -> dict:
     return dict(hit)
 
 
+def grade_played(env: FinalityEnv, out) -> dict:
+    """`grade_episode(env.task, trace)` of an ended episode whose outcome is `out`, without
+    building its trace when an episode of the same shape (`FinalityEnv.trace_shape`) was
+    graded before: the runner's path (a shape is cheaper to make than a trace, and two of
+    three episodes repeat one). A fresh dict, as `grade_episode` gives."""
+    key = env.trace_shape(out)
+    hit = _SHAPES.get(key)
+    if hit is None:
+        # a shape keeps ticks, the grade memo only their order: most new shapes grade as an old one
+        hit = grade_episode(env.task, env._trace(out))
+        if len(_SHAPES) >= _MEMO_SIZE:
+            _SHAPES.clear()
+        _SHAPES[key] = hit
+    return dict(hit)
+
+
 def _grade(task, trace) -> dict:
     v = grade_trace(list(trace), episode_contract(task))
     captures = sum(1 for r in trace if r.get("kind") == "effect" and r.get("op") == "capture"
@@ -142,3 +159,4 @@ def clear_memos() -> None:
     benchmark clears them to measure from cold."""
     clear_env()
     _MEMO.clear()
+    _SHAPES.clear()

@@ -23,7 +23,7 @@ from finbench.sim.play import batch_mode, play
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
-from finbench.running.episode import episode_contract, grade_episode
+from finbench.running.episode import episode_contract, grade_played
 from finbench.sim.corpus import Corpus
 
 __all__ = ["COLUMNS", "CacheWarning", "episode_contract", "evaluate", "policy_label", "run_chunk"]
@@ -57,19 +57,22 @@ _GRADED = COLUMNS[COLUMNS.index("verdict"):]
 
 def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs,
              probe: ProbeMode | None = None) -> tuple:
-    """Play one episode; its row as a tuple in `COLUMNS` order."""
+    """Play one episode; its row as a tuple in `COLUMNS` order (what `FinalityEnv.result`
+    and `grade_episode` give, read straight from the ended environment)."""
     env = play(FinalityEnv(task, seed, profile, costs, probe=probe), ref.make())
-    res = env.result(ref.label, reference_position(task, costs), actions=False)
-    lb = res.loss_breakdown
-    fired = res.fired
-    graded = grade_episode(task, res.trace)
+    out = env.outcome()
+    refpos = reference_position(task, costs)
+    gap, exact, premature = env.scores(out, refpos)
+    world = env.world
+    fired = world.fired()
+    graded = grade_played(env, out)
     return (
-        task.task_id, task.archetype, task.unit, task.twin_side, ref.label, res.privileged, seed, res.position,
-        res.reference_position, res.gap, res.exact, res.premature_irreversible, res.n_calls, res.end_t,
-        res.disposition, res.probe_calls, res.wait_calls, res.unrelated_effects, lb["cash"], lb["cogs"],
-        lb["liability"], lb["dispute_fee"], lb["escalation"], lb["unrelated"],
+        task.task_id, task.archetype, task.unit, task.twin_side, ref.label, env.told_resolution, seed, out.position,
+        refpos, gap, exact, premature, costs.step_budget - env.calls_left, env.disposition_t,
+        env.disposition, env.probe_calls, env.wait_calls, len(env.other_effects), out.cash, out.cogs,
+        out.liability, out.dispute_fee, out.escalation, out.unrelated,
         *(fired[f] for f in C.FAMILIES),
-        ";".join(str(c.submitted_at) for c in env.world.captures[1:]),
+        ";".join(str(c.submitted_at) for c in world.captures[1:]),
         _calls(env.calls(), task.order_id),
         *(graded[c] for c in _GRADED),
     )
@@ -77,10 +80,14 @@ def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: C
 
 def _calls(actions, order_id: str) -> str:
     out = []
+    add = out.append
     for _, tool, args in actions:
+        if len(args) == 1 and args.get("order_id") == order_id:  # the usual call: the case order, no other argument
+            add(tool)
+            continue
         extra = ",".join(str(v) for k, v in args.items() if k != "order_id")
         where = "" if args.get("order_id") == order_id else "@other"
-        out.append(f"{tool}{where}:{extra}" if extra else tool + where)
+        add(f"{tool}{where}:{extra}" if extra else tool + where)
     return ";".join(out)
 
 

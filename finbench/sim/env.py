@@ -19,7 +19,7 @@ from finbench.sim.probe import ProbeMode, check_probe
 from finbench.sim.reference import oracle_plan
 from finbench.sim.result import EpisodeResult, episode_result
 from finbench.sim.tools import READS, TOOLS, tool_ticks, validate
-from finbench.sim.trace import build_trace, dispositions
+from finbench.sim.trace import build_trace, dispositions, trace_shape
 from finbench.sim.world import World
 from finbench.sim.world import clear_memos as clear_worlds
 
@@ -232,12 +232,13 @@ class FinalityEnv:
         task = self.task
         if err is None and order not in (task.order_id, task.other_order_id):
             err = f"{tool}: unknown order {order!r}"
+        # `args` is this call's own dict (keyword arguments are packed afresh): kept as it is
         if err is not None:
-            return self._finish_call(tool, dict(args), min(self.now + 1, C.HORIZON), "error", err)
+            return self._finish_call(tool, args, min(self.now + 1, C.HORIZON), "error", err)
         t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
         if order == task.other_order_id:
-            return self._finish_call(tool, dict(args), t, *self._other(tool, args, t))
-        return self._finish_call(tool, dict(args), t, *self._case(tool, args, t, True))
+            return self._finish_call(tool, args, t, *self._other(tool, args, t))
+        return self._finish_call(tool, args, t, *self._case(tool, args, t, True))
 
     def _call(self, tool: str, args: dict) -> dict:
         """`step` for the package's own policies (see `finbench.sim.play.play`): the
@@ -379,18 +380,25 @@ class FinalityEnv:
         out = self.outcome()
         task = self.task
         ref = reference_position(task, self.costs) if reference is None else reference
-        gap = round(ref - out.position, 6)
-        first = self.first_irreversible_t
+        gap, exact, premature = self.scores(out, ref)
         return episode_result(
             task_id=task.task_id, archetype=task.archetype, policy=policy_name, seed=self.seed,
-            position=out.position, reference_position=ref, gap=gap, exact=gap <= C.MONEY_TOL,
-            premature_irreversible=first is not None and first < task.determined_at,
+            position=out.position, reference_position=ref, gap=gap, exact=exact,
+            premature_irreversible=premature,
             disposition=self.disposition, end_t=self.disposition_t,
             n_calls=self.costs.step_budget - self.calls_left, fired=self.world.fired(),
             loss_breakdown={**out.breakdown, "unrelated": out.unrelated},
             actions=self._own_actions() if actions else (), trace=tuple(self._trace(out)),
             unrelated_effects=len(self.other_effects), probe_calls=self.probe_calls,
             wait_calls=self.wait_calls, privileged=self.told_resolution)
+
+    def scores(self, out: Outcome, reference: float) -> tuple[float, bool, bool]:
+        """`(gap, exact, premature_irreversible)` of the ended episode whose outcome is `out`
+        (SPEC §8): gap = reference - position, exact = gap within `MONEY_TOL`, premature =
+        the first irreversible action came before the capture was determined."""
+        gap = round(reference - out.position, 6)
+        first = self.first_irreversible_t
+        return gap, gap <= C.MONEY_TOL, first is not None and first < self.task.determined_at
 
     @property
     def actions(self) -> list:
@@ -415,8 +423,15 @@ class FinalityEnv:
         return tuple(acts)
 
     def _trace(self, out: Outcome) -> list[dict]:
+        return build_trace(*self._trace_inputs(out))
+
+    def trace_shape(self, out: Outcome) -> tuple:
+        """`finbench.sim.trace.trace_shape` of this episode's trace (built only if asked for)."""
+        return trace_shape(*self._trace_inputs(out))
+
+    def _trace_inputs(self, out: Outcome) -> tuple:
         moves = dispositions(self.task, self.disposition, self.disposition_t, out)
-        return build_trace(self.task, self.world.captures, self.replays, moves, out, self.other_effects)
+        return self.task, self.world.captures, self.replays, moves, out, self.other_effects
 
 
 @lru_cache(maxsize=65536)

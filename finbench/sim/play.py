@@ -9,6 +9,7 @@ import gc
 import inspect
 import sys
 from contextlib import contextmanager
+from functools import lru_cache
 
 from finbench.errors import PolicyError, show
 from finbench.sim.env import FinalityEnv
@@ -40,11 +41,9 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
     """
     brief = env.reset()
     if getattr(policy, "privileged", False):
-        try:
-            inspect.signature(policy.begin).bind(brief, None)
-        except (TypeError, ValueError):
+        if not _takes_resolution(policy.begin):
             raise PolicyError(f"policy {policy_name(policy)!r} is privileged (privileged = True), so it is told the "
-                              "resolution: its begin must take (brief, resolution)") from None
+                              "resolution: its begin must take (brief, resolution)")
         policy.begin(brief, env.resolution())
     else:
         policy.begin(brief)
@@ -71,6 +70,27 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
     return env
 
 
+def _takes_resolution(begin) -> bool:
+    """Whether `begin(brief, resolution)` binds; a method is looked at once per function."""
+    func = getattr(begin, "__func__", None)
+    if func is not None and getattr(begin, "__self__", None) is not None:
+        return _method_takes_resolution(func)
+    return _binds(begin, 2)
+
+
+@lru_cache(maxsize=256)
+def _method_takes_resolution(func) -> bool:
+    return _binds(func, 3)  # self, brief, resolution
+
+
+def _binds(func, n: int) -> bool:
+    try:
+        inspect.signature(func).bind(*[None] * n)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def policy_name(policy) -> str:
     name = getattr(policy, "name", None)
     return name if isinstance(name, str) else type(policy).__name__
@@ -80,8 +100,13 @@ def _checked_answer(policy, answer, step: int, now: int) -> tuple[str, dict]:
     """`(tool, args)` from what a policy's `act` returned, or an error naming the policy and step."""
     if isinstance(answer, (tuple, list)) and len(answer) == 2 and (answer[1] is None or isinstance(answer[1], dict)):
         tool, args = answer
-        if all(isinstance(k, str) for k in (args or {})):
-            return tool, dict(args or {})
+        if args is None:
+            return tool, {}
+        for k in args:
+            if not isinstance(k, str):
+                break
+        else:  # `step(tool, **args)` copies the arguments: the policy keeps its dict
+            return tool, args
     raise PolicyError(f"policy {policy_name(policy)!r} at step {step} (t={now}): act(observation) must return "
                       f"(tool, args), a tool name and a dict of arguments such as ('wait', {{'order_id': ..., "
                       f"'ticks': 30}}); it returned {show(answer)}")

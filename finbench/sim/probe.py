@@ -117,10 +117,13 @@ class ProbeMode:
                                                 for c in world.captures if c.submitted_at <= t]}, True
 
 
+_FULL = ProbeMode.full()  # the default, made once: a ProbeMode is immutable and checks itself on creation
+
+
 def check_probe(where: str, probe) -> ProbeMode:
     """`probe`, or the default for None; an error for anything but a ProbeMode."""
     if probe is None:
-        return ProbeMode.full()
+        return _FULL
     if not isinstance(probe, ProbeMode):
         raise bad(where, "probe", probe, "a ProbeMode (ProbeMode.full(), .none(), .delayed(120), "
                                          ".rate_limited(3), .identity_only())")

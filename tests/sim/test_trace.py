@@ -178,3 +178,85 @@ def test_a_read_or_replay_on_the_unrelated_order_changes_nothing():
     env.step("retry_capture", order_id=other, idempotency_key="key-1")
     env.step("ship", order_id=brief["order_id"])
     assert grade_trace(list(env.result().trace), episode_contract(SETTLING)).verdict == "pass"
+
+
+# --- the grade memo's key: a trace's shape (issue 20) ------------------------------------------
+
+class _Reads:
+    """A proxy noting every attribute read from the object it wraps."""
+
+    def __init__(self, obj, name, seen):
+        object.__setattr__(self, "_obj", obj)
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_seen", seen)
+
+    def __getattr__(self, attr):
+        self._seen.add((self._name, attr))
+        return getattr(self._obj, attr)
+
+
+class _Iterated(list):
+    """A list noting that it was iterated."""
+
+    def __init__(self, items, name, seen):
+        super().__init__(items)
+        self._name, self._seen = name, seen
+
+    def __iter__(self):
+        self._seen.add((self._name, "items"))
+        return super().__iter__()
+
+
+def _reads(fn, env, out):
+    """(object, attribute) pairs `fn` reads of the task, the captures, the outcome, and
+    which of the lists (replays, moves, other effects) it looks into."""
+    seen = set()
+    task, captures, replays, moves, outcome, other = env._trace_inputs(out)
+    fn(_Reads(task, "task", seen), _Iterated([_Reads(c, "capture", seen) for c in captures], "captures", seen),
+       _Iterated(replays, "replays", seen), _Iterated(moves, "moves", seen), _Reads(outcome, "outcome", seen),
+       _Iterated(other, "other", seen))
+    return seen
+
+
+def _episodes(n_tasks=40, seeds=(0, 1)):
+    from finbench.agents.registry import DEFAULT_POLICIES
+    from finbench.sim.play import play
+    for task in fb.make_corpus(n_tasks=n_tasks).tasks:
+        for seed in seeds:
+            for name in DEFAULT_POLICIES:
+                env = play(FinalityEnv(task, seed), fb.get_policy(name))
+                yield env, env.outcome()
+
+
+def test_trace_shape_holds_everything_build_trace_reads_but_the_order_ids():
+    from finbench.sim.trace import build_trace, trace_shape
+    checked = 0
+    scripted = []  # an episode acting on the other order too (no built-in policy does)
+    for task in (SETTLING, fb.make_task("late_chargeback", seed=2)):
+        env = FinalityEnv(task, 0, NONE)
+        brief = env.reset()
+        env.step("refund", order_id=brief["customer_orders"][0])
+        env.step("retry_capture", order_id=brief["order_id"], idempotency_key="key-1")
+        env.step("ship", order_id=brief["order_id"])
+        scripted.append((env, env.outcome()))
+    for env, out in [*scripted, *_episodes(n_tasks=20, seeds=(0,))]:
+        built, shaped = _reads(build_trace, env, out), _reads(trace_shape, env, out)
+        assert built, "the proxy saw no reads"
+        assert built - shaped <= {("task", "order_id"), ("task", "other_order_id")}, built - shaped
+        checked += 1
+    assert checked == 2 + 20 * 9
+
+
+def test_one_shape_is_one_grade_and_grade_played_is_grade_episode():
+    from finbench.running.episode import _canonical, clear_memos, grade_episode, grade_played
+    clear_memos()
+    by_shape, n = {}, 0
+    for env, out in _episodes():
+        trace = env._trace(out)
+        by_shape.setdefault(env.trace_shape(out), set()).add(_canonical(env.task, trace))
+        direct = grade_episode(env.task, trace)
+        assert grade_played(env, out) == direct
+        n += 1
+    repeated = [s for s, keys in by_shape.items() if keys]
+    assert n == 40 * 2 * 9 and len(by_shape) < n  # shapes do repeat
+    assert repeated and all(len(keys) == 1 for keys in by_shape.values())
