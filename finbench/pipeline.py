@@ -14,6 +14,7 @@ existing folder that git can read, 69 git cannot be run.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from finbench.errors import FinbenchError, bad
+from finbench.files import atomic_write
+from finbench.running import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -139,35 +142,71 @@ def main(argv: list[str] | None = None) -> int:
     if wrong:
         return EXIT_USAGE
     chosen = [p for p in have if not names or p.stem in names or p.name in names]
-    for stage in stages(chosen):
+    start, totals = time.perf_counter(), dict.fromkeys(stats.KINDS, 0)
+    print(f"{'notebook':<16}{'seconds':>9}{'simulated':>12}{'loaded':>10}{'re-priced':>11}", flush=True)
+    times = _last_times()
+    for stage in stages(chosen, times):
         # notebooks of one stage read nothing another writes: two at a time (2 cores; kernel
         # start-up and imports overlap), each writing only its own files, so the outputs are
         # those of a one-at-a-time run
         with ThreadPoolExecutor(max_workers=min(JOBS, len(stage))) as pool:
-            for name, seconds in pool.map(_timed, stage):
-                print(f"{name}: {seconds:.1f} s", flush=True)
+            for name, seconds, counts in pool.map(_timed, stage):
+                counts = counts or {}
+                for k in totals:
+                    totals[k] += counts.get(k, 0)
+                times[name] = round(seconds, 1)
+                print(f"{name:<16}{seconds:>9.1f}" + "".join(
+                    f"{counts[k]:>{w},}" if k in counts else f"{'-':>{w}}" for k, w in zip(stats.KINDS, (12, 10, 11))),
+                    flush=True)
+    print(f"{'all':<16}{time.perf_counter() - start:>9.1f}" + "".join(
+        f"{totals[k]:>{w},}" for k, w in zip(stats.KINDS, (12, 10, 11))) + "  (wall clock; episodes)", flush=True)
+    atomic_write(TIMES, json.dumps(times, indent=1, sort_keys=True) + "\n")
     return 0
 
 
 JOBS = 2
 """Notebooks run at once within a stage (the machines have 2 cores)."""
-FIRST, LAST = ("00_corpus",), ("99_claims", "explore")
-"""The corpus first (its files); the claims report (reads every table) and the explorer (reads the
-episode cache) after everything else, in this order."""
+FIRST, LAST = ("00_corpus", "01_headline"), ("99_claims", "explore")
+"""First, side by side: the corpus (its files) and the headline, whose episodes (the nine policies
+on the corpus, every seed) most experiments load from the episode cache rather than simulate again.
+Last: the claims report (reads every table) and the explorer (reads the episode cache), in this order."""
+TIMES = ROOT / "build" / "pipeline_times.json"
+"""Each notebook's wall seconds in the last run: the experiments start longest first."""
 
 
-def stages(chosen: list[Path]) -> list[list[Path]]:
-    """`chosen` in the order they may run: the corpus, then every experiment, then the report and the explorer."""
+def stages(chosen: list[Path], times: dict[str, float] | None = None) -> list[list[Path]]:
+    """`chosen` in the order they may run: the corpus and the headline, then every other experiment
+    (longest first by `times`, a notebook without one first of all, then by name), then the report
+    and the explorer."""
+    times = times or {}
     first = [p for p in chosen if p.stem in FIRST]
     last = [[p] for name in LAST for p in chosen if p.stem == name]
-    middle = [p for p in chosen if p.stem not in FIRST + LAST]
+    middle = sorted((p for p in chosen if p.stem not in FIRST + LAST),
+                    key=lambda p: (-times.get(p.stem, float("inf")), p.stem))
     return [s for s in (first, middle) if s] + last
 
 
-def _timed(path: Path) -> tuple[str, float]:
+def _last_times() -> dict[str, float]:
+    try:
+        times = json.loads(TIMES.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in times.items() if isinstance(v, (int, float))} if isinstance(times, dict) else {}
+
+
+def _timed(path: Path) -> tuple[str, float, dict | None]:
+    """(name, wall seconds, episode counts the notebook printed, or None) of one notebook run."""
     start = time.perf_counter()
-    run_notebook(path)
-    return path.stem, time.perf_counter() - start
+    out = run_notebook(path)
+    return path.stem, time.perf_counter() - start, notebook_counts(out)
+
+
+def notebook_counts(executed: Path) -> dict | None:
+    """The episode counts (`finbench.running.stats`) an executed notebook printed last, or None."""
+    nb = json.loads(Path(executed).read_text())
+    text = "".join("".join(o.get("text", "")) for cell in nb.get("cells", []) for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream")
+    return stats.parse(text)
 
 
 if __name__ == "__main__":

@@ -119,7 +119,21 @@ def test_the_report_and_the_explorer_run_after_every_experiment():
     from finbench.pipeline import notebooks, stages
 
     order = [[p.stem for p in stage] for stage in stages(notebooks())]
-    assert order[0] == ["00_corpus"] and order[-2:] == [["99_claims"], ["explore"]]
+    assert order[0] == ["00_corpus", "01_headline"] and order[-2:] == [["99_claims"], ["explore"]]
     middle = order[1]
-    assert "01_headline" in middle and "11_exploits" in middle and len(middle) == len(notebooks()) - 3
+    assert "02_twins" in middle and "11_exploits" in middle and len(middle) == len(notebooks()) - 4
+    assert middle == sorted(middle)  # no times: by name
     assert [p.stem for stage in stages(notebooks()[:2]) for p in stage] == ["00_corpus", "01_headline"]
+
+
+def test_experiments_start_longest_first_and_a_new_one_first_of_all():
+    from finbench.pipeline import notebooks, stages
+
+    have = notebooks()
+    times = {p.stem: float(i) for i, p in enumerate(have)}  # later names took longer
+    new = have[3].stem
+    del times[new]
+    middle = [p.stem for p in stages(have, times)[1]]
+    assert middle[0] == new
+    rest = middle[1:]
+    assert len(rest) >= 5 and [times[n] for n in rest] == sorted((times[n] for n in rest), reverse=True)

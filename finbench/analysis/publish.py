@@ -21,6 +21,7 @@ from pathlib import Path
 from finbench.errors import FinbenchError, show
 from finbench.analysis.claims import Claim, claims_frame, claims_markdown, verdict_counts
 from finbench.analysis.tables import write_table
+from finbench.running import stats
 
 
 def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | None = None,
@@ -125,4 +126,5 @@ def publish_experiment(experiment, run, tables: dict, claims: list, figures: dic
         paths += publish(claims, experiment.NAME, run, to=tables_dir, bootstrap=spec.bootstrap, meta=stamp(spec))
     for stem, fig in (figures or {}).items():
         paths += publish(fig, stem, run, to=figures_dir, caption_extra=(caption_extra or {}).get(stem, ""))
+    print(stats.summary())  # `make reproduce` reads this line from the executed notebook
     return paths

@@ -9,6 +9,7 @@ from itertools import repeat
 from operator import itemgetter
 
 from finbench.agents.registry import as_ref
+from finbench.running.stats import EPISODES
 from finbench.grading import CHECKS, FIELDS_READ, Contract, grade_trace
 from finbench.sim.task import Task
 from finbench.sim.economics import Costs
@@ -18,6 +19,7 @@ from finbench.sim.faults import FaultProfile
 from finbench.sim.play import play, policy_name
 from finbench.sim.probe import ProbeMode
 from finbench.sim.result import EpisodeResult
+from finbench.sim.trace import build_trace, episode_inputs, trace_shape
 
 
 def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None = None,
@@ -48,6 +50,7 @@ def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None 
         policy, label = ref.make(), ref.label
     env = FinalityEnv(task, seed, profile, costs, probe=probe)
     play(env, policy)
+    EPISODES["simulated"] += 1
     return env.result(label or policy_name(policy))
 
 
@@ -132,14 +135,15 @@ def grade_episode(task, trace) -> dict:
 
 def grade_played(env: FinalityEnv, out) -> dict:
     """`grade_episode(env.task, trace)` of an ended episode whose outcome is `out`, without
-    building its trace when an episode of the same shape (`FinalityEnv.trace_shape`) was
+    building its trace when an episode of the same shape (`finbench.sim.trace.trace_shape`) was
     graded before: the runner's path (a shape is cheaper to make than a trace, and two of
     three episodes repeat one). A fresh dict, as `grade_episode` gives."""
-    key = env.trace_shape(out)
+    inputs = episode_inputs(env, out)
+    key = trace_shape(*inputs)
     hit = _SHAPES.get(key)
     if hit is None:
         # a shape keeps ticks, the grade memo only their order: most new shapes grade as an old one
-        hit = grade_episode(env.task, env._trace(out))
+        hit = grade_episode(env.task, build_trace(*inputs))
         if len(_SHAPES) >= _MEMO_SIZE:
             _SHAPES.clear()
         _SHAPES[key] = hit

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 from finbench.running import cache as K
+from finbench.running.stats import EPISODES
 from finbench.sim import constants as C
 from finbench.sim.economics import Costs
 from finbench.errors import bad, check_int
@@ -206,6 +207,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
                 cols, why = K.load_chunk(path, key, ref.label, ids, seeds)
                 if cols is not None:
                     done[(ci, si)] = cols
+                    EPISODES["loaded"] += len(ids) * len(seeds)
                     continue
                 if why:
                     rejected.append(f"{ref.label}/{path.name} ({why})")
@@ -234,10 +236,14 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
                 if path is not None:
                     K.save_chunk(path, key, refs[si].label, ids, seeds, cols)
                 done[(ci, si)] = cols
-    merged = {c: [] for c in COLUMNS}
-    for si in range(len(refs)):
-        for ci in range(len(chunks)):
-            cols = done[(ci, si)]
-            for c in COLUMNS:
-                merged[c].extend(cols[c])
-    return pd.DataFrame(merged)
+                EPISODES["simulated"] += len(ids) * len(seeds)
+    # one column at a time, each list freed once it is an array: the rows are never held twice over
+    parts = [done.pop((ci, si)) for si in range(len(refs)) for ci in range(len(chunks))]
+    frame = {}
+    for c in COLUMNS:
+        values = []
+        for cols in parts:
+            values.extend(cols.pop(c))
+        frame[c] = pd.Series(values)
+        del values
+    return pd.DataFrame(frame, copy=False)

@@ -17,6 +17,7 @@ from functools import lru_cache
 import pandas as pd
 
 from finbench.errors import FinbenchError, bad, show
+from finbench.running.stats import EPISODES
 from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus
 from finbench.sim.economics import Costs, Money, price, settle_money
@@ -114,6 +115,7 @@ def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd
         return df
     tasks = {t.task_id: t for t in corpus.tasks}
     _check_rows(df, tasks, simulated_with)
+    EPISODES["repriced"] += len(df)
     priced = [_price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), costs)
               for tid, disp, end, ra, ue in zip(*(df[c].tolist() for c in _CASE))]
     cols = list(zip(*priced))

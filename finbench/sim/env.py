@@ -19,7 +19,7 @@ from finbench.sim.probe import ProbeMode, check_probe
 from finbench.sim.reference import oracle_plan
 from finbench.sim.result import EpisodeResult, episode_result
 from finbench.sim.tools import READS, TOOLS, tool_ticks, validate
-from finbench.sim.trace import build_trace, dispositions, trace_shape
+from finbench.sim.trace import build_trace, episode_inputs
 from finbench.sim.world import World
 from finbench.sim.world import clear_memos as clear_worlds
 
@@ -388,7 +388,7 @@ class FinalityEnv:
             disposition=self.disposition, end_t=self.disposition_t,
             n_calls=self.costs.step_budget - self.calls_left, fired=self.world.fired(),
             loss_breakdown={**out.breakdown, "unrelated": out.unrelated},
-            actions=self._own_actions() if actions else (), trace=tuple(self._trace(out)),
+            actions=self._own_actions() if actions else (), trace=tuple(build_trace(*episode_inputs(self, out))),
             unrelated_effects=len(self.other_effects), probe_calls=self.probe_calls,
             wait_calls=self.wait_calls, privileged=self.told_resolution)
 
@@ -421,17 +421,6 @@ class FinalityEnv:
                 issued, tool, args, obs = acts[i]
                 acts[i] = (issued, tool, args, {**obs, "result": marshal.loads(marshal.dumps(obs["result"]))})
         return tuple(acts)
-
-    def _trace(self, out: Outcome) -> list[dict]:
-        return build_trace(*self._trace_inputs(out))
-
-    def trace_shape(self, out: Outcome) -> tuple:
-        """`finbench.sim.trace.trace_shape` of this episode's trace (built only if asked for)."""
-        return trace_shape(*self._trace_inputs(out))
-
-    def _trace_inputs(self, out: Outcome) -> tuple:
-        moves = dispositions(self.task, self.disposition, self.disposition_t, out)
-        return self.task, self.world.captures, self.replays, moves, out, self.other_effects
 
 
 @lru_cache(maxsize=65536)

@@ -67,6 +67,12 @@ def build_trace(task, captures, replays, dispositions, outcome, other_effects) -
     return records
 
 
+def episode_inputs(env, out) -> tuple:
+    """`build_trace`'s arguments for an ended episode (a `FinalityEnv`) whose outcome is `out`."""
+    moves = dispositions(env.task, env.disposition, env.disposition_t, out)
+    return env.task, env.world.captures, env.replays, moves, out, env.other_effects
+
+
 def trace_shape(task, captures, replays, dispositions, outcome, other_effects) -> tuple:
     """What `build_trace` reads, but the two order ids: equal for two calls whose
     traces differ at most in which strings name the case and the other order.

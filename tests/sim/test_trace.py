@@ -182,6 +182,9 @@ def test_a_read_or_replay_on_the_unrelated_order_changes_nothing():
 
 # --- the grade memo's key: a trace's shape (issue 20) ------------------------------------------
 
+from finbench.sim.trace import build_trace, episode_inputs, trace_shape  # noqa: E402
+
+
 class _Reads:
     """A proxy noting every attribute read from the object it wraps."""
 
@@ -211,7 +214,7 @@ def _reads(fn, env, out):
     """(object, attribute) pairs `fn` reads of the task, the captures, the outcome, and
     which of the lists (replays, moves, other effects) it looks into."""
     seen = set()
-    task, captures, replays, moves, outcome, other = env._trace_inputs(out)
+    task, captures, replays, moves, outcome, other = episode_inputs(env, out)
     fn(_Reads(task, "task", seen), _Iterated([_Reads(c, "capture", seen) for c in captures], "captures", seen),
        _Iterated(replays, "replays", seen), _Iterated(moves, "moves", seen), _Reads(outcome, "outcome", seen),
        _Iterated(other, "other", seen))
@@ -229,7 +232,6 @@ def _episodes(n_tasks=40, seeds=(0, 1)):
 
 
 def test_trace_shape_holds_everything_build_trace_reads_but_the_order_ids():
-    from finbench.sim.trace import build_trace, trace_shape
     checked = 0
     scripted = []  # an episode acting on the other order too (no built-in policy does)
     for task in (SETTLING, fb.make_task("late_chargeback", seed=2)):
@@ -252,8 +254,8 @@ def test_one_shape_is_one_grade_and_grade_played_is_grade_episode():
     clear_memos()
     by_shape, n = {}, 0
     for env, out in _episodes():
-        trace = env._trace(out)
-        by_shape.setdefault(env.trace_shape(out), set()).add(_canonical(env.task, trace))
+        trace = build_trace(*episode_inputs(env, out))
+        by_shape.setdefault(trace_shape(*episode_inputs(env, out)), set()).add(_canonical(env.task, trace))
         direct = grade_episode(env.task, trace)
         assert grade_played(env, out) == direct
         n += 1
