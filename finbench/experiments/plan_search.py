@@ -169,9 +169,8 @@ def search(run, tasks, *, reference=None, plans=None) -> pd.DataFrame:
 
     Args:
         run: the `Run` whose profile, costs and first seed the plan episodes use
-            (`n_jobs` too). Its corpus and policies are not used: the episodes are
-            over `tasks`. Episodes are not cached: 48,600 take seconds, and caching
-            them would add 1,215 one-policy folders to the episode cache.
+            (`n_jobs` and its cache too). Its corpus and policies are not used: the
+            episodes are over `tasks`, cached like any run's (a folder per plan).
         tasks: the tasks to search (e.g. `sample_tasks`), with distinct task ids.
         reference: None for the benchmark's reference (`finality_oracle`, as in every
             row's `reference_position`); or any policy reference (a name, a label, a
@@ -197,7 +196,7 @@ def search(run, tasks, *, reference=None, plans=None) -> pd.DataFrame:
 
     Example:
         >>> from finbench.running.run import Run
-        >>> run = Run.make(n_tasks=9, seeds=[0], policies=["finality_oracle"])
+        >>> run = Run.make(n_tasks=9, seeds=[0], policies=["finality_oracle"], cache=False)
         >>> table = search(run, sample_tasks(run.corpus, 9))
         >>> len(table), int(table.plans.iloc[0])
         (9, 1215)
@@ -213,7 +212,7 @@ def search(run, tasks, *, reference=None, plans=None) -> pd.DataFrame:
     refs = [plan_ref(k) for k in knobs]
     sub = Corpus(tasks, run.corpus.master_seed)
     rows = evaluate(sub, refs, seeds=[run.seeds[0]], profile=run.profile, costs=run.costs, n_jobs=run.n_jobs,
-                    cache=False)
+                    cache=run.cache)
     # rows come in (policy, task) order: one matrix, plans x tasks
     n_p, n_t = len(refs), len(tasks)
     labels = rows["policy"].to_numpy().reshape(n_p, n_t)
