@@ -162,13 +162,13 @@ def main(argv=None) -> int:
                 counts[kind] = n
     print(f"episodes per CPU second, one process, grading included, no cache ({args.tasks} tasks x 5 seeds; "
           f"median of {args.repeats}, each in a fresh process)")
-    head = f"  {'workload':<34}" + "".join(f"{name:>12}" for name in trees)
+    head = f"  {'workload (episodes)':<44}" + "".join(f"{name:>12}" for name in trees)
     print(head + ("       ratio" if len(trees) == 2 else "") + "        goal")
     labels = {"headline": "headline: the nine policies", "user": "user policy (README's Patient)",
               "public": "the nine through the public step"}
     for kind in WORKLOADS:
         med = [statistics.median(rates[kind, t]) for t in trees]
-        line = f"  {labels[kind] + f' ({counts[kind]:,})':<34}" + "".join(f"{m:>12,.0f}" for m in med)
+        line = f"  {labels[kind] + f' ({counts[kind]:,})':<44}" + "".join(f"{m:>12,.0f}" for m in med)
         if len(med) == 2:
             line += f"{med[0] / med[1]:>11.2f}x"
         goal = GOALS.get(kind)
