@@ -28,8 +28,9 @@ from finbench.running import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-OUTPUTS = ("tables", "figures", "data/corpus_public.jsonl", "data/corpus_regen.jsonl", "data/traces")
-"""What the notebooks regenerate and the repository commits (data/cache and build/ are not committed)."""
+OUTPUTS = ("tables", "figures", "data/corpus_public.jsonl", "data/corpus_regen.jsonl", "data/traces", "README.md")
+"""What the notebooks regenerate and the repository commits (data/cache and build/ are not committed; of the
+README, the claims report rewrites its "Does it reproduce?" block)."""
 EXIT_STALE, EXIT_USAGE, EXIT_NOINPUT, EXIT_UNAVAILABLE = 1, 64, 66, 69
 USAGE = "usage: python -m finbench.pipeline [NAME ...] | --check [ROOT]"
 _STATES = {"M": "differs from the committed file", "A": "is new (not committed)", "?": "is new (not committed)",

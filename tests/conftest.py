@@ -2,6 +2,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,13 +15,18 @@ settings.register_profile("repo", derandomize=True, deadline=None, max_examples=
 settings.load_profile("repo")
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for `pytest -n 2 --dist loadgroup` (what `make test` runs): a test module stays on one
     worker (its module-scoped fixtures are built once), except the notebook tests, which are grouped
     per notebook so the slowest file does not hold one worker alone. A docstring example under finbench/
-    (`--doctest-modules`) has no test module: its group is its file."""
-    import pytest
+    (`--doctest-modules`) has no test module: its group is its file.
 
+    A wrapper: the marks are put on before xdist's worker reads them (its own hook turns them into the
+    `@group` suffix of each node id, by which the scheduler groups) and the suffix is checked after it:
+    under pytest 9.2 xdist 3.8's suffix does not take (it writes `_nodeid`, pytest now reads a structured
+    id; pytest-dev/pytest-xdist#1386), so that every test would be its own group, module fixtures built on
+    both workers and a notebook executed on each worker that asks for it."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
@@ -31,3 +37,43 @@ def pytest_collection_modifyitems(config, items):
         stem = getattr(item, "callspec", None) and item.callspec.params.get("stem")
         notebook = getattr(item.module, "NOTEBOOK_GROUPS", {}).get(stem or item.originalname)
         item.add_marker(pytest.mark.xdist_group(notebook or group))
+    result = yield
+    if getattr(config.option, "loadgroup", False):  # set in an xdist worker under --dist loadgroup
+        for item in items:
+            _suffix_group(item)
+    return result
+
+
+def _suffix_group(item) -> None:
+    """`nodeid@group`, as xdist's loadgroup scheduler reads it, where xdist's own suffix did not take."""
+    nodeid = item.nodeid
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        return  # xdist's suffix took (pytest before 9.2)
+    group = "_".join(sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                             for m in item.iter_markers("xdist_group")}))
+    if hasattr(item, "_id"):  # pytest 9.2: a structured node id
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(f"{nodeid}@{group}")
+    else:
+        item._nodeid = f"{nodeid}@{group}"
+
+
+@pytest.fixture(scope="session")
+def executed(tmp_path_factory):
+    """stem -> the folder its first execution wrote into (each notebook runs once per session and worker),
+    with tests/test_notebooks.py's small parameters; `executed.cache` is the episode cache they share. Here
+    so that a test module beside tests/test_notebooks.py reads the same execution (its test marked with the
+    notebook's xdist group, `NOTEBOOK_GROUPS`), not a second one."""
+    from tests.test_notebooks import _execute
+
+    cache = tmp_path_factory.mktemp("episode-cache")
+    done: dict[str, Path] = {}
+
+    def get(stem: str) -> Path:
+        if stem not in done:
+            done[stem] = _execute(stem, tmp_path_factory.mktemp(stem), cache)
+        return done[stem]
+
+    get.cache = cache
+    return get

@@ -30,9 +30,12 @@ NOTEBOOKS = {
                                 "tables/table6_families.csv", "tables/table6_families.md", "tables/interaction.csv",
                                 "tables/interaction.md", "tables/claims_ablation.csv", "figures/figure3.png",
                                 "figures/figure3.pdf"]),
-    "05_tuning": ({**SMALL_RUN, "n_splits": 2}, ["tables/table7.csv", "tables/table7.md", "tables/tuning_grid.csv",
-                  "tables/tuning_grid.md", "tables/tuning_splits.csv", "tables/tuning_splits.md",
-                  "tables/claims_tuning.csv", "tables/claims_tuning.md"]),
+    # the grid and splits of tests/experiments/test_tuning.py, which reads this execution's tables
+    "05_tuning": ({**SMALL_RUN, "n_splits": 2, "poll_intervals": [5, 15, 30, 60, 120],
+                   "patiences": [60, 180, 300, 420, 480]},
+                  ["tables/table7.csv", "tables/table7.md", "tables/tuning_grid.csv", "tables/tuning_grid.md",
+                   "tables/tuning_splits.csv", "tables/tuning_splits.md", "tables/claims_tuning.csv",
+                   "tables/claims_tuning.md"]),
     "06_cost_sweep": ({k: v for k, v in SMALL_RUN.items() if k != "n_boot"},
                       ["tables/cost_sweep.csv", "tables/cost_sweep.md", "tables/claims_cost_sweep.csv",
                        "figures/cost_sweep.png", "figures/cost_sweep.pdf"]),
@@ -53,11 +56,15 @@ NOTEBOOKS = {
     "08_effects": ({k: v for k, v in SMALL_RUN.items() if k != "n_boot"}, ["tables/effects.csv", "tables/effects.md", "data/traces/episode_example.jsonl"]),
     # reads the committed tables (its default sources_dir), writes the report into the test's folder
     "99_claims": ({}, ["tables/claims.csv", "tables/claims.md", "figures/claims.png", "figures/claims.pdf"]),
-    "explore": ({}, []),  # default parameters; writes nothing under tables/, figures/ or data/
+    # the default selection (arm, probe, policy, archetype, verdict, pick) on the small corpus;
+    # writes nothing under tables/, figures/ or data/
+    "explore": ({"n_tasks": 30, "n_seeds": 2, "n_jobs": 1}, []),
 }
 
 
 # xdist groups (tests/conftest.py): a notebook's tests share its first execution, so they run together
+# (tests/experiments/test_splits.py, test_tuning.py and test_model_arm.py read the executions of 10, 05 and
+# 03 through the same session fixture, `executed` in tests/conftest.py, and mark their tests with these groups)
 NOTEBOOK_GROUPS = {stem: f"notebook-{stem}" for stem in NOTEBOOKS}
 NOTEBOOK_GROUPS.update({
     "test_00_corpus_matches_the_committed_table": "notebook-00_corpus",
@@ -76,26 +83,15 @@ def _execute(stem: str, out: Path, cache: Path) -> Path:
     path = ROOT / "notebooks" / f"{stem}.ipynb"
     declared = set(papermill.inspect_notebook(str(path)))
     params = {**NOTEBOOKS[stem][0], "tables_dir": str(out / "tables"), "figures_dir": str(out / "figures"),
-              "data_dir": str(out / "data"), "cache_dir": str(cache)}
+              "data_dir": str(out / "data"), "cache_dir": str(cache), "readme_path": str(out / "README.md")}
+    if "readme_path" in declared:  # the claims report rewrites a copy of the README, never the repository's
+        (out / "README.md").write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
     unknown = set(NOTEBOOKS[stem][0]) - declared
     assert not unknown, f"{stem} has no parameter(s) {unknown}"
-    run_notebook(path, {k: v for k, v in params.items() if k in declared}, out_dir=out / "nb")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("OPENAI_API_KEY", raising=False)  # no notebook asks a model here (03 shows its gate row alone)
+        run_notebook(path, {k: v for k, v in params.items() if k in declared}, out_dir=out / "nb")
     return out
-
-
-@pytest.fixture(scope="session")
-def executed(tmp_path_factory):
-    """stem -> the folder its first execution wrote into (each notebook runs once per session here)."""
-    cache = tmp_path_factory.mktemp("episode-cache")
-    done: dict[str, Path] = {}
-
-    def get(stem: str) -> Path:
-        if stem not in done:
-            done[stem] = _execute(stem, tmp_path_factory.mktemp(stem), cache)
-        return done[stem]
-
-    get.cache = cache
-    return get
 
 
 def _written(folder: Path) -> dict[str, bytes]:
@@ -226,5 +222,5 @@ def test_11_exploits_content(executed):
     splits = read_table(out / "tables" / "exploits_splits.csv")
     assert list(splits.public) == [True, False] and list(splits.seeds) == [2, 1]
     claims = read_table(out / "tables" / "claims_exploits.csv").set_index("id")
-    assert claims.index.is_unique and claims.paper.isna().all() and claims.loc["search_at_least_named", "holds"]
+    assert claims.index.is_unique and (claims.scope == "beyond the paper").all() and claims.loc["search_at_least_named", "holds"]
     assert "The issue's named exploits" in (out / "tables" / "exploits.md").read_text()

@@ -1,39 +1,57 @@
-"""Claims as records: the paper's value, ours computed from a regenerated table, and a verdict.
+"""Claims as records: the paper's side is data, ours is computed, and a fixed test decides.
 
-Verdicts, in SPEC's words:
+The paper's side of every claim (its quote, value, interval, kind, scope and the
+test that decides it) is a row of `data/paper_claims.csv` (`paper_claims`); no
+paper number is written in the package's code. An experiment computes only ours,
+one `Measure` per claim it owns (`measures(tables)`), and `claims_of` applies each
+row's test to its measure. Verdicts, in SPEC's words:
 
-- ``reproduced``: ours is inside the paper's interval, or within the tolerance
-  stated for the claim (for a qualitative claim: it holds);
-- ``same direction``: outside that, but the direction the claim is about holds
-  (the comparison, the sign, the ordering);
+- ``reproduced``: the row's test holds (inside the paper's interval, within the
+  stated tolerance, equal, on the stated side, or, for a qualitative claim, it holds);
+- ``same direction``: it does not, but ours differs from the paper's value in the
+  direction (`favours`) that keeps the comparison the paper draws from it (for
+  `excludes_zero`: the point estimate has the stated sign, its interval does not);
 - ``differs``: neither;
-- ``not run``: the table behind it was not produced (e.g. no model transcripts).
+- ``not run``: the measure could not be computed (e.g. no model transcripts).
 
-Tolerances, where the paper gives no interval, are stated per claim from the
-constants below, each with its reason; a claim never gets a tolerance of its own
-to make it hold.
+Every numeric verdict carries a margin in the claim's own unit: how far inside
+(positive) or outside (negative) its interval, tolerance or threshold ours lies.
+Tolerances are stated per row from two rules (`TOLERANCE_RULES`), never chosen
+to make a claim hold. Rows have a scope: ``paper`` (counted in the reproduction
+rate), ``by construction`` (true by how the benchmark is built, whatever the
+engine does) and ``beyond the paper``; the last two are listed apart.
 """
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from finbench.analysis.tables import read_table
+from finbench.errors import FinbenchError
 
 VERDICTS = ("reproduced", "same direction", "differs", "not run")
+SCOPES = ("paper", "by construction", "beyond the paper")
+KINDS = ("level with interval", "level", "comparison", "ordering", "count", "qualitative")
+TESTS = ("interval", "tolerance", "equal", "at_least", "at_most", "below", "above", "includes_zero", "excludes_zero",
+         "holds")
+"""What decides a claim, given ours (value, and for the zero tests its interval [lo, hi]) and the paper's row:
+interval: paper_lo <= ours <= paper_hi; tolerance: |ours - paper| <= tol; equal: ours == paper;
+at_least / at_most: ours >= / <= paper; below / above: ours < / > paper; includes_zero: lo <= 0 <= hi;
+excludes_zero: the interval lies wholly on the side of zero that paper's sign names; holds: ours is True."""
+PAPER_CLAIMS = Path(__file__).resolve().parents[2] / "data" / "paper_claims.csv"
+TOLERANCE_RULES = {"%": "5 percentage points", "relative": "25% of the paper's value"}
+"""The only tolerances a row may state (checked by the tests): see `RATE_TOL` and `DOLLAR_REL_TOL`."""
 
 RATE_TOL = 5.0
-"""Percentage points: about the half-width of the paper's own 95% interval for an
-exact rate on this corpus (85.4 [79.9, 90.2] is -5.5/+4.8)."""
+"""Percentage points, for rates the paper gives without an interval: about the half-width of the paper's
+own 95% interval for the gate's exact rate on this corpus."""
 
 DOLLAR_REL_TOL = 0.25
-"""Relative, for dollar figures the paper gives without an interval: a quarter of
-the value, narrower than the paper's interval for the gate's mean gap (about -48%/+54%)."""
-
-REL_TOL = DOLLAR_REL_TOL
-"""Relative, for any other level the paper gives without an interval (firings per
-episode): the same quarter of the value, for the same reason."""
+"""Relative, for any other level the paper gives without an interval (dollars, firings per episode):
+a quarter of the value, narrower than the paper's own interval for the gate's mean gap."""
 
 
 @dataclass(frozen=True)
@@ -66,51 +84,199 @@ class Claim:
     basis: str
     measured: str
     source: str
+    scope: str = "paper"
+    margin: float = float("nan")
+    unit: str = ""
+    test: str = ""
+    paper_section: str = ""
 
 
-def _num(x) -> float:
-    return float("nan") if x is None else float(x)
+@dataclass(frozen=True)
+class Measure:
+    """Ours for one claim: `value` (a number; True/False for `holds`; None when not run), for the zero
+    tests its interval `lo`..`hi`, `shown` (what was measured, in words and numbers; default the value)
+    and `source` (the table it comes from)."""
+
+    value: float | bool | None
+    lo: float | None = None
+    hi: float | None = None
+    shown: str = ""
+    source: str = ""
 
 
-def numeric(experiment: str, id: str, claim: str, paper: float, ours: float | None, *, source: str,
-            ci: tuple[float, float] | None = None, tol: float | None = None, direction: bool | None = None,
-            direction_text: str = "", unit: str = "") -> Claim:
-    """A numeric claim: reproduced inside the paper's interval `ci` (or within `tol` of
-    `paper`); else same direction if `direction` holds; else differs; not run if `ours` is None."""
-    lo, hi = ci if ci is not None else (None, None)
-    if ours is None or (isinstance(ours, float) and math.isnan(ours)):
-        return Claim(experiment, id, claim, _num(paper), _num(lo), _num(hi), float("nan"), None, "not run",
-                     "no regenerated value", "not run", source)
-    ours = float(ours)
-    if ci is not None:
-        inside = lo <= ours <= hi
-        basis = f"paper's interval [{lo:g}, {hi:g}]"
+@dataclass(frozen=True)
+class PaperClaim:
+    """One row of `data/paper_claims.csv` (see the module docstring); `tol` is resolved to the claim's unit."""
+
+    id: str
+    section: str
+    scope: str
+    kind: str
+    quote: str
+    claim: str
+    unit: str
+    paper: float
+    paper_lo: float
+    paper_hi: float
+    test: str
+    tol: float
+    favours: int
+    comparison: str
+    note: str
+
+    @property
+    def experiment(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.id.split(".", 1)[1]
+
+
+def _float(text: str) -> float:
+    return float(text) if text.strip() else float("nan")
+
+
+def _row(r: dict, where: str) -> PaperClaim:
+    def need(ok: bool, what: str):
+        if not ok:
+            raise FinbenchError(f"{where}: claim {r.get('id')!r}: {what}")
+
+    need(r["id"].count(".") == 1 and all(r["id"].split(".")), "id must be <experiment>.<name>")
+    need(r["scope"] in SCOPES, f"scope must be one of {SCOPES}")
+    need(r["kind"] in KINDS, f"kind must be one of {KINDS}")
+    need(r["test"] in TESTS, f"test must be one of {TESTS}")
+    need(r["favours"] in ("", "+", "-"), "favours must be empty, + or -")
+    paper = _float(r["paper"])
+    need(r["test"] == "holds" or not math.isnan(paper), "a numeric test needs the paper's value")
+    lo, hi = _float(r["paper_lo"]), _float(r["paper_hi"])
+    need(r["test"] != "interval" or (lo <= paper <= hi), "the interval test needs paper_lo <= paper <= paper_hi")
+    tol = float("nan")
+    if r["test"] == "tolerance":
+        t = r["tol"].strip()
+        rate, rel = f"{RATE_TOL:g}", f"{DOLLAR_REL_TOL:.0%}"
+        need(t in (rate, rel), f"the tolerance must follow TOLERANCE_RULES ({rate} or {rel}), got {t!r}")
+        need(t != rate or r["unit"] == "%", f"an absolute tolerance of {rate} is for % only")
+        tol = DOLLAR_REL_TOL * abs(paper) if t == rel else RATE_TOL
     else:
-        t = 1e-9 if tol is None else tol
-        inside = abs(ours - paper) <= t
-        step = " pp" if unit == "%" else ""
-        basis = f"within {t:g}{step} of {paper:g}" if tol else f"equal to {paper:g}"
-    if inside:
-        verdict = "reproduced"
-    elif direction:
-        verdict = "same direction"
-    else:
-        verdict = "differs"
-    if direction is not None and direction_text:
-        basis += f"; direction ({direction_text}) {'holds' if direction else 'does not hold'}"
-    shown = f"{ours:.0f}" if ours == int(ours) and not unit else f"{ours:.2f}"
-    return Claim(experiment, id, claim, float(paper), _num(lo), _num(hi), ours, None, verdict, basis,
-                 f"{shown}{unit}", source)
+        need(not r["tol"].strip(), "only the tolerance test takes tol")
+    need(r["test"] != "excludes_zero" or paper in (-1.0, 1.0), "excludes_zero takes the side as paper: -1 or 1")
+    return PaperClaim(r["id"], r["section"], r["scope"], r["kind"], r["quote"], r["claim"], r["unit"], paper, lo, hi,
+                      r["test"], tol, {"": 0, "+": 1, "-": -1}[r["favours"]], r["comparison"], r["note"])
 
 
-def qualitative(experiment: str, id: str, claim: str, holds: bool | None, measured: str, *, source: str) -> Claim:
-    """A claim that holds or not: reproduced if it holds, differs if not, not run if None."""
+@lru_cache(maxsize=8)
+def _load(path: str, stamp: tuple) -> tuple[PaperClaim, ...]:  # stamp: the file's (mtime, size), so an edit is read
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [_row(r, path) for r in csv.DictReader(f)]
+    ids = [r.id for r in rows]
+    if len(set(ids)) != len(ids):
+        raise FinbenchError(f"{path}: claim ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+    return tuple(rows)
+
+
+def paper_claims(experiment: str | None = None, path: str | Path = PAPER_CLAIMS) -> list[PaperClaim]:
+    """The rows of `data/paper_claims.csv` (of one experiment, in file order), checked.
+
+    Raises:
+        FinbenchError: a row with an unknown scope, kind or test, a missing value, a tolerance
+            that does not follow `TOLERANCE_RULES`, or a repeated id (naming it).
+    """
+    st = Path(path).stat()
+    rows = _load(str(path), (st.st_mtime_ns, st.st_size))
+    return [r for r in rows if experiment is None or r.experiment == experiment]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.0f}" if x == int(x) and abs(x) < 1e15 else f"{x:.4g}" if abs(x) < 1 else f"{x:.2f}"
+
+
+def _test(pc: PaperClaim, m: Measure) -> tuple[bool, float, str]:
+    """(inside, margin in the claim's unit, basis: the test as it came out) of `pc`'s test on ours."""
+    inside, margin, holds, fails = _outcome(pc, m)
+    return inside, margin, holds if inside else fails
+
+
+def _outcome(pc: PaperClaim, m: Measure) -> tuple[bool, float, str, str]:
+    t, p = pc.test, pc.paper
+    if t == "holds":
+        return bool(m.value), float("nan"), "holds", "does not hold"
+    x = float(m.value)
+    if t in ("includes_zero", "excludes_zero"):
+        if m.lo is None or m.hi is None:
+            raise FinbenchError(f"claim {pc.id}: the {t} test needs an interval of ours (Measure lo, hi)")
+        lo, hi = float(m.lo), float(m.hi)
+        if t == "includes_zero":
+            margin = min(-lo, hi)
+            return margin >= 0, margin, "its interval holds zero", "its interval excludes zero"
+        side = "above" if p > 0 else "below"
+        margin = lo if p > 0 else -hi
+        return margin > 0, margin, f"its interval lies {side} zero", f"its interval does not lie {side} zero"
+    if t == "interval":
+        margin = min(x - pc.paper_lo, pc.paper_hi - x)
+        iv = f"the paper's interval [{pc.paper_lo:g}, {pc.paper_hi:g}]"
+        return margin >= 0, margin, f"inside {iv}", f"outside {iv}"
+    if t == "tolerance":
+        margin = pc.tol - abs(x - p)
+        rule = f"{pc.tol:g} pp" if pc.unit == "%" and pc.tol == RATE_TOL else f"{DOLLAR_REL_TOL:.0%} ({pc.tol:.4g})"
+        return margin >= 0, margin, f"within {rule} of {p:g}", f"not within {rule} of {p:g}"
+    if t == "equal":
+        return abs(x - p) < 1e-9, -abs(x - p), f"equal to {p:g}", f"not equal to {p:g}"
+    if t == "at_least":
+        return x >= p, x - p, f"at least {p:g}", f"below {p:g}"
+    if t == "at_most":
+        return x <= p, p - x, f"at most {p:g}", f"above {p:g}"
+    if t == "below":
+        return x < p, p - x, f"below {p:g}", f"not below {p:g}"
+    return x > p, x - p, f"above {p:g}", f"not above {p:g}"  # above
+
+
+def decide(pc: PaperClaim, m: Measure, source: str = "") -> Claim:
+    """The record of one claim: `pc`'s test applied to ours (`m`); see the module docstring."""
     nan = float("nan")
-    if holds is None:
-        return Claim(experiment, id, claim, nan, nan, nan, nan, None, "not run", "no regenerated value",
-                     measured, source)
-    return Claim(experiment, id, claim, nan, nan, nan, nan, bool(holds), "reproduced" if holds else "differs",
-                 "qualitative", measured, source)
+    src = m.source or source
+    if m.value is None or (isinstance(m.value, float) and math.isnan(m.value)):
+        return Claim(pc.experiment, pc.name, pc.claim, pc.paper, pc.paper_lo, pc.paper_hi, nan, None, "not run",
+                     "no regenerated value" + (f" ({pc.note})" if pc.note else ""), m.shown or "not run", src,
+                     pc.scope, nan, pc.unit, pc.test, pc.section)
+    inside, margin, basis = _test(pc, m)
+    direction = None
+    if not inside and pc.test == "excludes_zero":
+        direction = (float(m.value) > 0) == (pc.paper > 0) and float(m.value) != 0
+        basis += f"; direction (the point estimate's sign) {'holds' if direction else 'does not hold'}"
+    elif pc.favours and pc.test != "holds":
+        diff = float(m.value) - pc.paper
+        direction = diff * pc.favours > 0
+        if not inside:
+            basis += (f"; direction ({pc.comparison}): ours is {'above' if diff > 0 else 'below'} the paper's, "
+                      f"which {'keeps' if direction else 'does not keep'} it")
+    verdict = "reproduced" if inside else "same direction" if direction else "differs"
+    holds = bool(m.value) if pc.test == "holds" else None
+    ours = nan if pc.test == "holds" else float(m.value)
+    shown = m.shown or (("holds" if m.value else "does not hold") if pc.test == "holds"
+                        else _fmt(float(m.value)) + (pc.unit if pc.unit in ("%",) else ""))
+    return Claim(pc.experiment, pc.name, pc.claim, pc.paper, pc.paper_lo, pc.paper_hi, ours, holds, verdict, basis,
+                 shown, src, pc.scope, round(margin, 6) + 0.0 if not math.isnan(margin) else margin, pc.unit, pc.test,
+                 pc.section)
+
+
+def claims_of(experiment: str, measures: dict, source: str = "", path: str | Path = PAPER_CLAIMS) -> list[Claim]:
+    """Every claim `data/paper_claims.csv` lists for `experiment`, in its order, decided on `measures`
+    (name -> `Measure`; None for a claim whose table is absent: not run).
+
+    Raises:
+        FinbenchError: `measures` misses a claim the data lists, or holds one it does not (a claim
+            can be neither dropped nor added in code).
+    """
+    rows = paper_claims(experiment, path)
+    names = [r.name for r in rows]
+    missing = [n for n in names if n not in measures]
+    extra = [n for n in measures if n not in names]
+    if missing or extra:
+        raise FinbenchError(f"claims of {experiment}: the data ({Path(path).name}) and the code disagree: "
+                            + "; ".join(p for p in (f"not measured: {', '.join(missing)}" if missing else "",
+                                                    f"not in the data: {', '.join(extra)}" if extra else "") if p))
+    return [decide(r, measures[r.name] if measures[r.name] is not None else Measure(None), source) for r in rows]
 
 
 def claims_frame(claims: list[Claim]):
@@ -126,13 +292,23 @@ def claims_frame(claims: list[Claim]):
     return pd.DataFrame([asdict(c) for c in claims], columns=list(Claim.__dataclass_fields__))
 
 
-def _paper_text(c) -> str:
-    if math.isnan(c.paper):
+def paper_text(paper: float, lo: float, hi: float, test: str = "") -> str:
+    """The paper's side as shown: its value with its interval, "qualitative", or for the zero tests
+    the side it states ("below zero", "zero inside")."""
+    if test == "excludes_zero":
+        return "below zero" if paper < 0 else "above zero"
+    if test == "includes_zero":
+        return "zero inside"
+    if math.isnan(paper):
         return "qualitative"
-    text = f"{c.paper:g}"
-    if not math.isnan(c.paper_lo):
-        text += f" [{c.paper_lo:g}, {c.paper_hi:g}]"
+    text = f"{paper:g}"
+    if not math.isnan(lo):
+        text += f" [{lo:g}, {hi:g}]"
     return text
+
+
+def _paper_text(c) -> str:
+    return paper_text(c.paper, c.paper_lo, c.paper_hi, getattr(c, "test", ""))
 
 
 def claims_markdown(frame):
@@ -152,7 +328,8 @@ def claims_notes(claims: list[Claim]) -> list[str]:
     """Markdown lines for a table's notes: each claim with its verdict."""
     lines = ["Claims of the paper checked against this table (all records: the claims_*.csv files):", ""]
     for c in claims:
-        paper = "" if math.isnan(c.paper) else f"paper {c.paper:g}; "
+        paper = "" if math.isnan(c.paper) and c.test != "holds" else f"paper {_paper_text(c)}; "
+        paper = "" if paper == "paper qualitative; " else paper
         lines.append(f"- {c.verdict}: {c.claim} ({paper}ours {c.measured})")
     return lines
 

@@ -341,6 +341,31 @@ def bootstrap_diff(
     return pd.Series({"estimate": est, "lo": float(lo), "hi": float(hi)}, name=f"{a} - {b}")
 
 
+def bootstrap_diff_unpaired(
+    df: pd.DataFrame,
+    a: str,
+    b: str,
+    value: str = "gap",
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> pd.Series:
+    """mean(a) - mean(b) with each policy resampled on its own (independent resamples, seeds
+    `seed` and `seed + 1`): the interval a comparison of two separately reported means would
+    give, beside the paired one of `bootstrap_diff`.
+
+    Returns:
+        A Series with ``estimate``, ``lo`` and ``hi``, named ``"a - b"``.
+    """
+    names, sums, counts, idx = _prepare(df, value, [a, b], n_boot, seed)
+    other = bootstrap_units(_universe(df["unit"]), n_boot=n_boot, seed=seed + 1)
+    i, j = names.index(a), names.index(b)
+    est = sums[i].sum() / counts[i].sum() - sums[j].sum() / counts[j].sum()
+    reps = _resampled_ratio(sums[i], counts[i], idx) - _resampled_ratio(sums[j], counts[j], other)
+    lo, hi = _percentiles(reps, alpha)
+    return pd.Series({"estimate": est, "lo": float(lo), "hi": float(hi)}, name=f"{a} - {b}")
+
+
 def bootstrap_diff_table(
     df: pd.DataFrame,
     baseline: str,

@@ -23,7 +23,8 @@ import pandas as pd
 
 from finbench.sim import constants as C
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.claims import Measure as M_
+from finbench.analysis.claims import claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.sim.faults import FaultProfile
 from finbench.agents.policies import UNGATED
@@ -241,70 +242,76 @@ def notes(fr: pd.DataFrame, fam: pd.DataFrame, inter: pd.DataFrame) -> list[str]
     return lines
 
 
-# About 60 lines on purpose: one record per claim of the section, in the paper's order.
-def claims(tables: dict[str, pd.DataFrame]) -> list:
-    """The paper's claims about the ablation, computed from the four tables (`TABLES`)."""
+def _interval(x, lo, hi) -> str:
+    return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def measures(tables: dict[str, pd.DataFrame]) -> dict:
+    """Ours for each of the ablation's claims (`data/paper_claims.csv`, experiment "ablation"), from the
+    four tables (`TABLES`); None for a claim whose arm or policy the tables do not hold."""
     t6, fr, fam, inter = (tables[stem] for stem in TABLES)
-    out = []
-    allrow = fr.set_index("arm").loc[ALL]
-
-    def num(id, text, paper, ours, src, **kw):
-        out.append(numeric(NAME, id, text, paper, ours, source=f"tables/{src}.csv", **kw))
-
-    def qual(id, text, holds, measured, src):
-        out.append(qualitative(NAME, id, text, holds, measured, source=f"tables/{src}.csv"))
-
-    most = max(FAMILIES, key=lambda f: allrow[f])
-    for f, paper in (("loss", 2.26), ("duplicate", 1.49), ("reorder", 0.68)):
-        num(f"fires_{f}", f"{f} fires per episode (all families on)", paper, allrow[f], "table6_firings",
-            tol=REL_TOL * paper, direction=(most == "loss"), direction_text="loss fires most")
+    src6, srcf, srcfam, srci = (f"tables/{stem}.csv" for stem in TABLES)
+    fires = fr.set_index("arm")
+    fires = fires.loc[ALL] if ALL in fires.index else pd.Series(dtype=float)
+    most = max((f for f in FAMILIES if f in fires.index), key=lambda f: fires[f], default=None)
+    out = {f"fires_{f}": (M_(float(fires[f]), shown=f"{fires[f]:.2f} per episode (most: {most})", source=srcf)
+                          if f in fires.index else None) for f in ("loss", "duplicate", "reorder")}
     by = fam.set_index(["family", "policy"])
-    ungated = [p for p in UNGATED if p in set(fam.policy)]
-    # a policy no family moves (random decides without reading) has no largest family
-    hurt = [p for p in ungated if max(by.loc[(f, p), "alone"] for f in FAMILIES) > C.MONEY_TOL]
-    top = {p: max(FAMILIES, key=lambda f: (by.loc[(f, p), "alone"], f)) for p in hurt}
-    loss_top = [p for p in hurt if top[p] == "loss"]
-    qual("loss_dominates", "message loss does most of the damage on its own (the largest cost alone, for "
-         "most ungated policies that faults hurt)", len(loss_top) > len(hurt) / 2,
-         f"loss largest alone for {len(loss_top)} of {len(hurt)}: " + ", ".join(f"{p} {top[p]}" for p in hurt),
-         "table6_families")
-    if ("duplicate", "majority_vote") in by.index:
-        mv = by.loc[("duplicate", "majority_vote")]
-        num("majority_vote_duplicate", "majority vote pays for duplicate delivery $ (all - without duplicate)",
-            21.41, mv["removed"], "table6_families", tol=REL_TOL * 21.41, direction=mv["removed_lo"] > 0,
-            direction_text="a positive cost, its interval excluding zero")
-        dup = _flipped(fam, "duplicate")
-        qual("duplicate_changes_only_majority_vote", "duplication changes decisions (dispositions) of exactly one "
-             "of the nine, majority vote", dup == ["majority_vote"], _decisions_text(fam, "duplicate"),
-             "table6_families")
+    present = set(fam.policy)
+    out["loss_dominates"] = _loss_dominates(by, [p for p in UNGATED if p in present], srcfam)
+    nine = [p for p in DEFAULT_POLICIES if p in present]
     reo = _flipped(fam, "reorder")
-    qual("reorder_changes_nothing", "reordering changes no evaluated policy's decision (disposition)", not reo,
-         _decisions_text(fam, "reorder"), "table6_families")
+    out["reorder_changes_nothing"] = (M_(len(reo), shown=f"{len(reo)} of {len(nine)} ({', '.join(reo) or 'none'}); "
+                                         + _decisions_text(fam, "reorder"), source=srcfam) if nine and (fam.family == "reorder").any() else None)
+    mv = ("duplicate", "majority_vote") in by.index
+    out["duplicate_changes_only_majority_vote"] = (M_(_flipped(fam, "duplicate") == ["majority_vote"],
+                                                      shown=_decisions_text(fam, "duplicate"), source=srcfam)
+                                                   if mv else None)
+    if mv:
+        r = by.loc[("duplicate", "majority_vote")]
+        out["majority_vote_duplicate"] = M_(float(r["removed"]), shown=_interval(r["removed"], r["removed_lo"],
+                                                                                  r["removed_hi"]), source=srcfam)
+    else:
+        out["majority_vote_duplicate"] = None
+    it = inter.set_index("policy")
+    for name, col in (("sop_loss", "loss_cost"), ("sop_delay", "delay_cost"), ("sop_both", "both_cost")):
+        out[name] = (M_(float(it.loc["sop", col]), shown=f"{it.loc['sop', col]:.2f} (none {it.loc['sop', 'none']:.2f})",
+                        source=srci) if "sop" in it.index else None)
+    for name, p in (("sop_interaction", "sop"), ("react_interaction_negative", "react"),
+                    ("reflection_interaction_negative", "reflection")):
+        out[name] = (M_(float(it.loc[p, "interaction"]), float(it.loc[p, "interaction_lo"]),
+                        float(it.loc[p, "interaction_hi"]), source=srci,
+                        shown=_interval(it.loc[p, "interaction"], it.loc[p, "interaction_lo"],
+                                        it.loc[p, "interaction_hi"])) if p in it.index else None)
     gate = t6[t6.policy == GATE]
     if len(gate):
-        same = gate["mean_gap"].nunique() == 1
-        unchanged = fam[fam.policy == GATE][["changed_alone_n", "changed_removed_n"]].to_numpy().sum() == 0
-        qual("gate_flat", "the finality gate's mean gap is identical in every arm (and so are its actions)",
-             same and unchanged, f"{gate['mean_gap'].nunique()} distinct mean gap(s) over {len(gate)} arms; "
-             f"actions changed in {fam[fam.policy == GATE][['changed_alone_n', 'changed_removed_n']].to_numpy().sum()} "
-             "episode comparisons", "table6")
-    it = inter.set_index("policy")
-    if "sop" in it.index:
-        s = it.loc["sop"]
-        for id, paper, ours, text in (("sop_loss", 77.28, s.loss_cost, "loss alone costs the procedure $"),
-                                      ("sop_delay", 25.71, s.delay_cost, "delay alone costs the procedure $"),
-                                      ("sop_both", 89.81, s.both_cost, "loss and delay together cost the procedure $")):
-            num(id, text, paper, ours, "interaction", tol=REL_TOL * paper, direction=ours > 0,
-                direction_text="a cost")
-        num("sop_interaction", "the procedure's loss x delay interaction $", -13.18, s.interaction, "interaction",
-            tol=REL_TOL * 13.18, direction=s.interaction < 0, direction_text="negative")
-    for p in ("react", "reflection"):
-        if p in it.index:
-            qual(f"{p}_interaction_negative", f"the loss x delay interaction is negative for {p}",
-                 it.loc[p, "interaction"] < 0,
-                 f"{it.loc[p, 'interaction']:+.2f} [{it.loc[p, 'interaction_lo']:+.2f}, "
-                 f"{it.loc[p, 'interaction_hi']:+.2f}]", "interaction")
+        changed = int(fam[fam.policy == GATE][["changed_alone_n", "changed_removed_n"]].to_numpy().sum())
+        distinct = int(gate["mean_gap"].nunique())
+        out["gate_flat"] = M_(distinct == 1 and changed == 0, source=src6,
+                              shown=f"{distinct} distinct mean gap(s) over {len(gate)} arms; actions changed in "
+                                    f"{changed} episode comparisons")
+    else:
+        out["gate_flat"] = None
     return out
+
+
+def _loss_dominates(by: pd.DataFrame, ungated: list[str], src: str):
+    """Whether loss is the costliest family alone for a majority of the ungated policies some family hurts
+    alone (a policy no family moves, like random, which decides without reading, has no costliest family)."""
+    if not ungated:
+        return None
+    fams = [f for f in FAMILIES if (f, ungated[0]) in by.index]
+    hurt = [p for p in ungated if max(by.loc[(f, p), "alone"] for f in fams) > C.MONEY_TOL]
+    top = {p: max(fams, key=lambda f: (by.loc[(f, p), "alone"], f)) for p in hurt}
+    loss_top = [p for p in hurt if top[p] == "loss"]
+    return M_(len(loss_top) > len(hurt) / 2, source=src,
+              shown=f"loss costliest alone for {len(loss_top)} of {len(hurt)} hurt: "
+                    + (", ".join(f"{p} {top[p]}" for p in hurt) or "none"))
+
+
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The paper's claims about the ablation, decided on ours (`measures`) by `data/paper_claims.csv`."""
+    return claims_of(NAME, measures(tables))
 
 
 def figure3(fam: pd.DataFrame):

@@ -26,18 +26,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.analysis.claims import VERDICTS, claims_frame
+from finbench.analysis.claims import VERDICTS, claims_frame, paper_text
 from finbench.analysis.tables import read_table
 
 NAME = "claims"
 EXPERIMENTS = ("headline", "twins", "model_arm", "ablation", "tuning", "cost_sweep", "plan_search", "probe_arms",
                "exploits")
 """The experiments whose claims are rows, in the paper's order (beyond-the-paper last)."""
+ASIDE = ("model_arm", "tuning")
+"""The experiments whose claims are not counted across regenerated corpora: the model arm needs an endpoint,
+the tuning is already over its own splits."""
 ACROSS = "splits"
 """The experiment that counts claims across regenerated corpora (folded in as columns)."""
 COLORS = {"reproduced": "#1b9e77", "same direction": "#e6ab02", "differs": "#d95f02", "not run": "#999999"}
-__all__ = ["ACROSS", "EXPERIMENTS", "as_written", "collect", "counts", "differing", "figure", "markdown", "modules",
-           "notes", "stale", "stamp"]
+__all__ = ["ACROSS", "ASIDE", "EXPERIMENTS", "README_BEGIN", "README_END", "as_written", "collect", "counts",
+           "differing", "figure", "markdown", "modules", "notes", "readme", "stale", "stamp", "summary",
+           "update_readme"]
 
 
 def modules() -> dict:
@@ -116,8 +120,10 @@ def stale(tables="tables") -> list[str]:
     return out
 
 
-def counts(rows: pd.DataFrame) -> pd.DataFrame:
-    """Verdicts per section (rows in the paper's order, columns `VERDICTS`, then `total`)."""
+def counts(rows: pd.DataFrame, scope: str = "paper") -> pd.DataFrame:
+    """Verdicts per section of the claims of one scope (default the paper's own: the reproduction
+    rate counts those only); rows in the paper's order, columns `VERDICTS`, then `total`."""
+    rows = rows[rows["scope"] == scope]
     sections = list(dict.fromkeys(rows["section"]))
     c = pd.crosstab(rows["section"], rows["verdict"]).reindex(index=sections, columns=list(VERDICTS), fill_value=0)
     c["total"] = c.sum(axis=1)
@@ -125,16 +131,15 @@ def counts(rows: pd.DataFrame) -> pd.DataFrame:
     return c.reset_index().rename(columns={"index": "section"})
 
 
-def differing(rows: pd.DataFrame) -> pd.DataFrame:
-    """The claims whose verdict is "differs" (experiment, id, claim, paper, measured)."""
-    return rows.loc[rows["verdict"] == "differs", ["experiment", "id", "claim", "paper", "measured", "source"]]
+def differing(rows: pd.DataFrame, scope: str = "paper") -> pd.DataFrame:
+    """The claims of `scope` whose verdict is "differs" (experiment, id, claim, paper, measured, basis, margin)."""
+    sel = rows[(rows["verdict"] == "differs") & (rows["scope"] == scope)]
+    return sel[["experiment", "id", "claim", "paper", "paper_lo", "paper_hi", "measured", "basis", "margin", "unit",
+                "source"]]
 
 
 def _paper(r) -> str:
-    if math.isnan(r.paper):
-        return "qualitative"
-    text = f"{r.paper:g}"
-    return text if math.isnan(r.paper_lo) else f"{text} [{r.paper_lo:g}, {r.paper_hi:g}]"
+    return paper_text(r.paper, r.paper_lo, r.paper_hi, getattr(r, "test", ""))
 
 
 def _corpora(r) -> str:
@@ -143,48 +148,121 @@ def _corpora(r) -> str:
     return f"holds on {r.corpora_holds} of {r.corpora_n} (direction {r.corpora_direction}); {r.corpora_verdict}"
 
 
+def _margin(r) -> str:
+    if math.isnan(r.margin):
+        return ""
+    unit = {"%": " pp", "$": " $"}.get(r.unit, f" {r.unit}" if r.unit else "")
+    return f"{r.margin:+.4g}{unit}"
+
+
 def markdown(rows: pd.DataFrame) -> pd.DataFrame:
-    """The human rendering: section, claim, paper, ours, verdict, across corpora, source."""
+    """The human rendering: scope, section, claim, paper, ours, verdict, margin, across corpora, source."""
     return pd.DataFrame({
-        "section": rows["section"], "id": rows["experiment"] + "." + rows["id"], "claim": rows["claim"],
-        "paper": [_paper(r) for r in rows.itertuples()], "ours": rows["measured"], "verdict": rows["verdict"],
-        "across regenerated corpora": [_corpora(r) for r in rows.itertuples()],
+        "scope": rows["scope"], "section": rows["section"], "id": rows["experiment"] + "." + rows["id"],
+        "claim": rows["claim"], "paper": [_paper(r) for r in rows.itertuples()], "ours": rows["measured"],
+        "verdict": rows["verdict"], "margin": [_margin(r) for r in rows.itertuples()],
+        "test": rows["basis"], "across regenerated corpora": [_corpora(r) for r in rows.itertuples()],
         "source": rows["source"],
     })
 
 
+def summary(rows: pd.DataFrame) -> dict:
+    """The report's counts: the paper's claims by verdict, the claims listed apart by scope, and how many
+    of the paper's claims (the model arm's and the tuning's aside) were measured on regenerated corpora."""
+    paper = rows[rows["scope"] == "paper"]
+    pool = paper[~paper["experiment"].isin(ASIDE)]
+    across = pool[pool["corpora_n"] > 0]
+    return {
+        "paper": len(paper), **{v: int((paper["verdict"] == v).sum()) for v in VERDICTS},
+        "by construction": int((rows["scope"] == "by construction").sum()),
+        "beyond the paper": int((rows["scope"] == "beyond the paper").sum()),
+        "pool": len(pool), "across": len(across), "corpora": int(across["corpora_n"].min()) if len(across) else 0,
+        "across_reproduced": int((across["corpora_verdict"] == "reproduced").sum()),
+    }
+
+
 def notes(rows: pd.DataFrame, stale_files: list[str] | None = None) -> list[str]:
     """Markdown notes: the counts per verdict, where the columns come from, the differing claims."""
-    total = {v: int((rows["verdict"] == v).sum()) for v in VERDICTS}
-    across = rows[rows["corpora_n"] > 0]
-    n = int(across["corpora_n"].max()) if len(across) else 0
+    s = summary(rows)
     lines = [
-        f"{len(rows)} claims: " + ", ".join(f"{k} {v}" for v, k in total.items()) + ".",
+        f"{s['paper']} claims of the paper: " + ", ".join(f"{v} {s[v]}" for v in VERDICTS) + ". Listed apart and "
+        f"not counted: {s['by construction']} true by construction, {s['beyond the paper']} beyond the paper.",
         "",
-        "Every 'ours' is recomputed here from the tables named in 'source' by the experiment's own `claims` "
-        "(`claims_from_tables`); the verdict rules are in `finbench/analysis/claims.py` (reproduced: inside the paper's "
-        "interval or the claim's stated tolerance; same direction: outside it, but the comparison or sign the "
-        "claim is about holds; differs: neither; not run: the table behind it has no such row).",
+        "The paper's side of every row (its quote, value, interval and the test that decides it) is "
+        "`data/paper_claims.csv`; every 'ours' is recomputed here from the tables named in 'source' by the "
+        "experiment's own `measures` (`claims_from_tables`), and the row's test decides (`finbench/analysis/claims.py`: "
+        "reproduced: the test holds; same direction: it does not, but ours differs from the paper's value in the "
+        "direction that keeps the comparison the paper draws from it; differs: neither; not run: no value). "
+        "'margin': how far inside (+) or outside (-) the interval, tolerance or threshold ours lies, in the claim's unit.",
         "",
-        f"Across regenerated corpora: {len(across)} claims (the headline's and the twins', which come from the "
-        f"same episodes) were recomputed on {n} regenerated corpora (`tables/splits_claims.csv`); 'holds on k of "
-        f"n' counts the corpora where the claim is reproduced. The other claims were measured on the public "
-        "split only: re-running the ablation's fourteen arms, the plan search or the probe arms on every corpus "
-        "would multiply the whole reproduction's time; the tuning claims are already over their own splits.",
+        f"Across regenerated corpora: {s['across']} of the paper's {s['pool']} claims (the model arm's and the "
+        f"tuning's aside: they need an endpoint, or are over their own splits) were recomputed on at least "
+        f"{s['corpora']} regenerated corpora (`tables/splits_claims.csv`); 'holds on k of n' counts the corpora "
+        "where the claim is reproduced.",
     ]
     d = differing(rows)
     if len(d):
-        lines += ["", "Claims that differ (why each does: docs/RESULTS.md, the experiment's section):", ""]
-        lines += [f"- `{r.experiment}.{r.id}`: {r.claim} (paper {_paper_short(r.paper)}; ours {r.measured})"
-                  for r in d.itertuples()]
+        lines += ["", "The paper's claims that differ (the why of each: docs/RESULTS.md, the experiment's section):", ""]
+        lines += [f"- `{r.experiment}.{r.id}`: {r.claim} (paper {_paper(r)}; ours {r.measured}; {r.basis}"
+                  + (f"; margin {_margin(r)}" if _margin(r) else "") + ")" for r in d.itertuples()]
     if stale_files:
         lines += ["", "Stale: these claims files no longer match their tables (rerun their notebooks): "
                   + ", ".join(stale_files)]
     return lines
 
 
-def _paper_short(x: float) -> str:
-    return "qualitative" if math.isnan(x) else f"{x:g}"
+README_BEGIN = "<!-- claims: generated by notebooks/99_claims.ipynb from tables/claims.csv (finbench.experiments.claims.readme); do not edit by hand -->"
+README_END = "<!-- /claims -->"
+
+
+def readme(rows: pd.DataFrame) -> str:
+    """README's "Does it reproduce?" block: the counts, then every claim of the paper that differs or was
+    not run, one line each with its test and margin (what `update_readme` writes between the markers)."""
+    s = summary(rows)
+    n = f"{s['paper']} claims of the paper"
+    lines = [
+        f"{n} ([`data/paper_claims.csv`](data/paper_claims.csv): each quoted, with the test that decides it), "
+        f"each recomputed from the regenerated tables: **{s['reproduced']} reproduced, {s['same direction']} same "
+        f"direction, {s['differs']} differ, {s['not run']} not run** ([`tables/claims.md`](tables/claims.md), one "
+        "row per claim: the paper's value, ours, the verdict, its margin, the table it comes from). Listed apart "
+        f"and not counted: {s['by construction']} claims true by construction and {s['beyond the paper']} beyond "
+        "the paper (Table VIII, the exploit search, the tuning over many splits).",
+        "",
+        f"{s['across']} of the paper's {s['pool']} claims (all but the model arm's and the tuning's) were also "
+        f"recomputed on at least {s['corpora']} regenerated corpora "
+        f"([`tables/splits_claims.md`](tables/splits_claims.md)); {s['across_reproduced']} of them are reproduced "
+        "on more than half of those corpora.",
+        "",
+        '<a href="figures/claims.png"><img src="figures/claims.png" width="560" alt="verdicts per section"></a>',
+    ]
+    d = differing(rows)
+    if len(d):
+        lines += ["", "The paper's claims that differ (why each does: [`docs/RESULTS.md`](docs/RESULTS.md)):", ""]
+        lines += [f"- `{r.experiment}.{r.id}`: {r.claim}; paper {_paper(r)}, ours {r.measured} ({r.basis}"
+                  + (f"; margin {_margin(r)}" if _margin(r) else "") + ")" for r in d.itertuples()]
+    nr = rows[(rows["verdict"] == "not run") & (rows["scope"] == "paper")]
+    if len(nr):
+        lines += ["", "Not run (they need a model endpoint and its transcripts): "
+                  + ", ".join(f"`{r.experiment}.{r.id}`" for r in nr.itertuples()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(rows: pd.DataFrame, path="README.md") -> bool:
+    """Rewrite the block between `README_BEGIN` and `README_END` in `path` with `readme(rows)`;
+    True if it changed.
+
+    Raises:
+        ValueError: the file does not hold the two markers, in order.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    a, b = text.find(README_BEGIN), text.find(README_END)
+    if a < 0 or b < a:
+        raise ValueError(f"{path}: no '{README_BEGIN[:30]}...' and '{README_END}' markers, in order")
+    new = text[:a + len(README_BEGIN)] + "\n" + readme(rows) + text[b:]
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
 
 
 def figure(rows: pd.DataFrame):
@@ -193,7 +271,7 @@ def figure(rows: pd.DataFrame):
 
     from finbench.analysis.plotting import PNG_DPI  # lazy: matplotlib loads only to draw
 
-    c = counts(rows)
+    c = counts(rows)  # the paper's own claims (the others are listed apart)
     c = c[c["section"] != "all"]
     fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(c) + 1.6), layout="constrained", dpi=PNG_DPI)
     y = np.arange(len(c))
@@ -212,7 +290,8 @@ def figure(rows: pd.DataFrame):
     ax.grid(axis="y", visible=False)
     ax.tick_params(labelsize=8)
     fig.legend(loc="outside upper center", ncol=4, frameon=False, fontsize=8,
-              title=f"Does it reproduce? {len(rows)} claims by section and verdict", title_fontsize=10)
+              title=f"Does it reproduce? The paper's {int(c['total'].sum())} claims by section and verdict",
+              title_fontsize=10)
     return fig
 
 

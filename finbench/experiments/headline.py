@@ -4,7 +4,7 @@ Notebook `01_headline`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
     rows = headline.episodes(run)
-    tables = headline.tables(rows, run)                  # table2, table3, table3_gap
+    tables = headline.tables(rows, run)                  # table2, table3, table3_gap, table2_pairs
     claims = headline.claims(tables)
     figures = headline.figures(rows, run, tables)        # figure1, figure1_passk
     publish_experiment(headline, run, tables, claims, figures)
@@ -14,7 +14,8 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.claims import Measure as M_
+from finbench.analysis.claims import claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.policies import UNGATED
 from finbench.agents.registry import policy_order
@@ -24,10 +25,11 @@ ORACLE = "finality_oracle"
 NAME = "headline"
 SECTION = "Headline: Tables II and III, Figure 1"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
-TABLES = ("table2", "table3", "table3_gap")
+TABLES = ("table2", "table3", "table3_gap", "table2_pairs")
 """The tables this experiment writes and its claims read, by stem."""
-__all__ = ["PUBLISH", "TABLES", "claims", "claims_from_tables", "claims_notes", "episodes", "figure1", "figures",
-           "table2", "table2_markdown", "table2_notes", "table3", "table3_gap", "tables"]
+__all__ = ["PAIRS", "PUBLISH", "TABLES", "claims", "claims_from_tables", "claims_notes", "episodes", "figure1",
+           "figures", "measures", "table2", "table2_markdown", "table2_notes", "table2_pairs", "table3", "table3_gap",
+           "tables"]
 
 
 def episodes(run):
@@ -37,7 +39,8 @@ def episodes(run):
 
 def tables(rows: pd.DataFrame, run=None) -> dict[str, pd.DataFrame]:
     """Table II, Table III and the gap by archetype, by stem (`TABLES`)."""
-    return {"table2": table2(rows, run), "table3": table3(rows), "table3_gap": table3_gap(rows)}
+    return {"table2": table2(rows, run), "table3": table3(rows), "table3_gap": table3_gap(rows),
+            "table2_pairs": table2_pairs(rows, run)}
 
 
 def table2(df: pd.DataFrame, run=None) -> pd.DataFrame:
@@ -131,81 +134,112 @@ def table3_gap(df: pd.DataFrame) -> pd.DataFrame:
     return t[policy_order(df["policy"])].reset_index()
 
 
-# About 70 lines on purpose: one record per claim of the section, in the paper's order.
-def claims(tables: dict[str, pd.DataFrame]) -> list:
-    """The paper's claims about Tables II and III, each beside ours computed from the tables."""
-    t2, t3, t3_gap = (tables[stem] for stem in TABLES)
+def measures(tables: dict[str, pd.DataFrame]) -> dict:
+    """Ours for each of the headline's claims (`data/paper_claims.csv`, experiment "headline"), from the
+    tables: Table II's cells, Table III's archetype counts, the reflection - ReAct pairs."""
+    t2, t3, t3_gap, pairs = (tables[stem] for stem in TABLES)
     k = _k(t2)
-    pk = f"pass{k}_pct"
     t = t2.set_index("policy")
     a3, g3 = t3.set_index("archetype"), t3_gap.set_index("archetype")
-    ungated = [p for p in UNGATED if p in t.index]
     unpriv = [p for p in t.index if not t.loc[p, "privileged"]]
     by_exact = list(t.loc[unpriv].sort_values("exact_pct", ascending=False, kind="mergesort").index)
-    out = []
+    ungated = [p for p in UNGATED if p in t.index]
+    src2, src3, src3g, srcp = (f"tables/{stem}.csv" for stem in TABLES)
 
-    def num(id, text, paper, ours, src="table2", **kw):
-        out.append(numeric(NAME, id, text, paper, ours, source=f"tables/{src}.csv", **kw))
+    def cell(policy, col, src=src2, unit="%"):
+        if policy not in t.index:
+            return None
+        x = float(t.loc[policy, col])
+        shown = f"{x:.1f}%" if unit == "%" else f"{x:.2f}"
+        lo_hi = {"exact_pct": ("exact_lo", "exact_hi"), "mean_gap": ("gap_lo", "gap_hi")}.get(col)
+        if lo_hi:
+            shown += f" [{t.loc[policy, lo_hi[0]]:.{1 if unit == '%' else 2}f}, {t.loc[policy, lo_hi[1]]:.{1 if unit == '%' else 2}f}]"
+        return M_(x, shown=shown, source=src)
 
-    def qual(id, text, holds, measured, src="table2"):
-        out.append(qualitative(NAME, id, text, holds, measured, source=f"tables/{src}.csv"))
-
-    if GATE not in t.index:
-        return out
-    g = t.loc[GATE]
-    best_exact = by_exact[0] == GATE
-    num("gate_exact", "finality gate exact %", 85.4, g.exact_pct, ci=(79.9, 90.2), unit="%",
-        direction=best_exact, direction_text="the gate has the highest exact rate of the unprivileged policies")
-    lowest_gap = all(g.mean_gap < t.loc[p, "mean_gap"] for p in unpriv if p != GATE)
-    num("gate_gap", "finality gate mean gap $", 31.37, g.mean_gap, ci=(16.28, 48.27),
-        direction=lowest_gap, direction_text="the gate has the lowest mean gap of the unprivileged policies")
-    num("gate_passk", f"finality gate pass^{k} %", 85.4, g[pk], tol=RATE_TOL, unit="%",
-        direction=abs(g[pk] - g.exact_pct) < 1e-9, direction_text="pass^k equals its exact rate")
-    qual("gate_passk_flat", f"the gate's pass^{k} equals its single-seed exact rate",
-         abs(g[pk] - g.exact_pct) < 1e-9, f"{g.exact_pct:.1f}% -> {g[pk]:.1f}%")
-    if "react" in t.index and "diff_to_gate" in t.columns:
-        r = t.loc["react"]
-        # the paper reports gate - react; the table holds react - gate
-        num("gate_minus_react", "gate mean gap minus ReAct's $ (shared resample)", -96.81, -r.diff_to_gate,
-            ci=(-118.46, -77.91), direction=r.diff_lo > 0,
-            direction_text="the gate is below ReAct with an interval excluding zero")
-    if ungated and "diff_lo" in t.columns:
-        ahead = all(t.loc[p, "diff_lo"] > 0 for p in ungated)
-        qual("gate_below_every_ungated", "the gate's mean gap is below every ungated policy's, each paired "
-             "interval excluding zero", ahead,
-             "; ".join(f"{p} {t.loc[p, 'diff_to_gate']:+.2f} [{t.loc[p, 'diff_lo']:.2f}, {t.loc[p, 'diff_hi']:.2f}]"
-                       for p in ungated))
-    if "optimistic" in t.index:
-        second = by_exact[:2] == [GATE, "optimistic"]
-        num("optimistic_exact", "optimistic exact %", 65.7, t.loc["optimistic", "exact_pct"], tol=RATE_TOL,
-            unit="%", direction=second, direction_text="second by accuracy, behind the gate")
-        qual("optimistic_second", "optimistic is second by accuracy (behind the gate)", second,
-             f"order by exact: {', '.join(by_exact)}")
-    for p, exact, passk in (("react", 54.0, 17.4), ("sop", 34.0, 6.9)):
+    def collapse(p):
         if p not in t.index:
-            continue
-        collapses = t.loc[p, pk] < 0.5 * t.loc[p, "exact_pct"]
-        num(f"{p}_exact", f"{p} exact %", exact, t.loc[p, "exact_pct"], tol=RATE_TOL, unit="%",
-            direction=collapses, direction_text="it loses more than half under pass^k")
-        num(f"{p}_passk", f"{p} pass^{k} %", passk, t.loc[p, pk], tol=RATE_TOL, unit="%",
-            direction=collapses, direction_text="it loses more than half under pass^k")
-        qual(f"{p}_collapse", f"{p} collapses under pass^{k} (loses more than half its exact rate)", collapses,
-             f"{t.loc[p, 'exact_pct']:.1f}% -> {t.loc[p, pk]:.1f}%")
-    if ORACLE in t.index:
-        num("reference_premature", "the reference acts before determination, % of episodes", 86.0,
-            t.loc[ORACLE, "premature_pct"], tol=0.5, unit="%")
-    if GATE in a3.columns:
-        exact_on = int((a3[GATE] >= 100 - 1e-9).sum())
-        num("gate_exact_archetypes", "archetypes on which the gate is always exact", 6, exact_on,
-            src="table3", direction=exact_on >= 6, direction_text="at least six")
-    if GATE in g3.columns and "unresolvable" in g3.index:
-        loss = g3.loc["unresolvable", GATE]
-        others = [a for a in g3.index if a != "unresolvable"]
-        worst = all(loss > g3.loc[a, GATE] for a in others)
-        num("gate_unresolvable_loss", "the gate's mean gap per unresolvable case $", 245.16, loss,
-            tol=DOLLAR_REL_TOL * 245.16, src="table3_gap", direction=worst,
-            direction_text="unresolvable is where the gate loses most")
+            return None
+        ratio = float(t.loc[p, f"pass{k}_pct"] / t.loc[p, "exact_pct"])
+        return M_(ratio, shown=f"{t.loc[p, 'exact_pct']:.1f}% -> {t.loc[p, f'pass{k}_pct']:.1f}% (kept {ratio:.1%})",
+                  source=src2)
+
+    gate = GATE in t.index
+    out = {
+        "episodes": M_(int(t2["episodes"].sum()), shown=f"{int(t2['episodes'].sum()):,}", source=src2),
+        "gate_exact": cell(GATE, "exact_pct"),
+        "gate_gap": cell(GATE, "mean_gap", unit="$"),
+        "gate_passk": cell(GATE, f"pass{k}_pct"),
+        "react_exact": cell("react", "exact_pct"), "react_passk": cell("react", f"pass{k}_pct"),
+        "react_collapse": collapse("react"),
+        "sop_exact": cell("sop", "exact_pct"), "sop_passk": cell("sop", f"pass{k}_pct"), "sop_collapse": collapse("sop"),
+        "optimistic_exact": cell("optimistic", "exact_pct"),
+        "optimistic_second": (M_(by_exact.index("optimistic") + 1, shown="by exact: " + ", ".join(by_exact),
+                                 source=src2) if "optimistic" in by_exact else None),
+        "gate_minus_react": (M_(-float(t.loc["react", "diff_to_gate"]), -float(t.loc["react", "diff_hi"]),
+                                -float(t.loc["react", "diff_lo"]),
+                                shown=_ci(-t.loc["react", "diff_to_gate"], -t.loc["react", "diff_hi"],
+                                          -t.loc["react", "diff_lo"], "{:.2f}"), source=src2)
+                             if gate and "react" in t.index and "diff_to_gate" in t.columns else None),
+        "gate_below_every_ungated": (M_(sum(t.loc[p, "diff_lo"] > 0 for p in ungated),
+                                        shown="; ".join(f"{p} {_ci(t.loc[p, 'diff_to_gate'], t.loc[p, 'diff_lo'], t.loc[p, 'diff_hi'], '{:+.2f}')}"
+                                                        for p in ungated), source=src2)
+                                     if gate and "diff_lo" in t.columns else None),
+        "gate_exact_archetypes": (M_(int((a3[GATE] >= 100 - 1e-9).sum()), source=src3,
+                                     shown=", ".join(a for a in a3.index if a3.loc[a, GATE] >= 100 - 1e-9))
+                                  if GATE in a3.columns else None),
+        "gate_unresolvable_loss": (M_(float(g3.loc["unresolvable", GATE]), source=src3g,
+                                      shown=f"{g3.loc['unresolvable', GATE]:.2f}")
+                                   if GATE in g3.columns and "unresolvable" in g3.index else None),
+        "unresolvable_gamblers": _archetype_count(a3, "unresolvable", [p for p in unpriv if p != GATE],
+                                                  lambda x: x > 0, src3),
+        "lost_settlement_losers": _archetype_count(a3, "lost_settlement", list(t.index), lambda x: x <= 0, src3),
+        "react_reflection_not_separable": _pair(pairs, "reflection", "react", srcp),
+    }
     return out
+
+
+def _archetype_count(a3: pd.DataFrame, archetype: str, policies: list, test, src: str):
+    """How many of `policies` pass `test` on their exact % on `archetype` (Table III)."""
+    if archetype not in a3.index:
+        return None
+    hit = [p for p in policies if p in a3.columns and test(a3.loc[archetype, p])]
+    return M_(len(hit), shown=f"{len(hit)}: {', '.join(hit) or 'none'}", source=src)
+
+
+def _pair(pairs: pd.DataFrame, a: str, b: str, src: str):
+    """The paired difference a - b with its interval, the unpaired interval beside it."""
+    sel = pairs[(pairs["a"] == a) & (pairs["b"] == b)]
+    if sel.empty:
+        return None
+    r = sel.iloc[0]
+    d = float(r["diff"])  # (r.diff is the Series method)
+    return M_(d, float(r.diff_lo), float(r.diff_hi), source=src,
+              shown=f"paired {_ci(d, r.diff_lo, r.diff_hi, '{:+.2f}')}; unpaired "
+                    f"[{r.unpaired_lo:+.2f}, {r.unpaired_hi:+.2f}]")
+
+
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The paper's claims about Tables II and III, decided on ours (`measures`) by `data/paper_claims.csv`."""
+    return claims_of(NAME, measures(tables))
+
+
+PAIRS = (("reflection", "react"),)
+"""Pairs of policies the paper compares directly (besides each policy against the gate, in Table II)."""
+
+
+def table2_pairs(df: pd.DataFrame, run=None) -> pd.DataFrame:
+    """Each of `PAIRS` present: mean gap a - b, paired (a shared resample) with its interval, and the
+    unpaired interval (each resampled on its own) beside it."""
+    n_boot, seed = (run.n_boot, run.boot_seed) if run is not None else (2000, 0)
+    present = set(df["policy"])
+    out = []
+    for a, b in PAIRS:
+        if a in present and b in present:
+            d = M.bootstrap_diff(df, a, b, "gap", n_boot, seed)
+            u = M.bootstrap_diff_unpaired(df, a, b, "gap", n_boot, seed)
+            out.append({"a": a, "b": b, "diff": d["estimate"], "diff_lo": d["lo"], "diff_hi": d["hi"],
+                        "unpaired_lo": u["lo"], "unpaired_hi": u["hi"]})
+    return pd.DataFrame(out, columns=["a", "b", "diff", "diff_lo", "diff_hi", "unpaired_lo", "unpaired_hi"])
 
 
 def figure1(df: pd.DataFrame, run):
@@ -235,5 +269,6 @@ PUBLISH = {
                         notes=lambda t, claims: table2_notes(t["table2"]) + claims_notes(claims)),
     "table3": TableSpec("Table III: exact % by archetype x policy", floatfmt=".1f"),
     "table3_gap": TableSpec("Mean gap $ by archetype x policy"),
+    "table2_pairs": TableSpec("Pairs the paper compares: mean gap a - b $, paired and unpaired intervals"),
 }
 """How each table is written (`publish_experiment`)."""

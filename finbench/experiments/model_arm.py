@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric
+from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.sim.corpus import Corpus
 from finbench.agents.llm import ModelAgent, ModelUnavailable, TranscriptWarning, header_model, is_transcript
@@ -44,7 +44,7 @@ SOURCE = "tables/table5.csv"
 TABLES = ("table5",)
 """The tables this experiment writes and its claims read, by stem."""
 ZERO_GAP = 0.005  # the exactness tolerance of a single episode (EpisodeResult.exact)
-__all__ = ["CLAIMS", "PUBLISH", "TABLES", "claims", "claims_from_tables", "episodes", "figures", "meta",
+__all__ = ["CLAIMS", "PUBLISH", "TABLES", "claims", "claims_from_tables", "episodes", "figures", "measures", "meta",
            "model_episodes", "notes", "run_model", "stratified_subset", "subset_run", "table5", "table5_markdown",
            "tables"]
 
@@ -238,12 +238,15 @@ def figures(rows: dict, run: Run, tables: dict | None = None) -> dict:
 def _summary(rows: pd.DataFrame) -> dict:
     arch = rows.groupby("archetype")["gap"].mean()
     zero = sorted(a for a, g in arch.items() if g < ZERO_GAP)
+    halves = {side: rows.loc[rows["twin_side"] == side, "gap"].astype(float) for side in ("settle", "fail")}
     return {
         "episodes": len(rows), "tasks": rows["task_id"].nunique(),
         "exact_pct": 100 * rows["exact"].astype(float).mean(), "mean_gap": rows["gap"].astype(float).mean(),
         "probe_use_pct": 100 * (rows["probe_calls"] > 0).mean(), "wait_use_pct": 100 * (rows["wait_calls"] > 0).mean(),
         "premature_pct": 100 * rows["premature_irreversible"].astype(float).mean(),
         "archetypes": len(arch), "zero_gap_archetypes": len(zero), "zero_gap_list": ", ".join(zero),
+        **{f"{side}_twin_episodes": len(h) for side, h in halves.items()},
+        **{f"{side}_twin_gap": (float(h.mean()) if len(h) else np.nan) for side, h in halves.items()},
     }
 
 
@@ -258,7 +261,9 @@ def table5(gate: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
         One row per policy: `policy`, `kind` ("reference policy" or "model"), `episodes`,
         `tasks`, `exact_pct`, `mean_gap`, `probe_use_pct`, `wait_use_pct` (% of episodes
         with at least one such call), `premature_pct`, `archetypes`, `zero_gap_archetypes`
-        (archetypes whose mean gap is zero) and `zero_gap_list`, `malformed_calls`, and
+        (archetypes whose mean gap is zero) and `zero_gap_list`, `settle_twin_episodes`,
+        `fail_twin_episodes`, `settle_twin_gap`, `fail_twin_gap` (the twin episodes of each half and
+        their mean gap: the settle half's capture settles, the fail half's fails), `malformed_calls`, and
         `gate_episodes`, `gate_exact_pct`, `gate_mean_gap`: the gate on exactly the same
         (task, seed) episodes as the row.
     """
@@ -306,7 +311,8 @@ def notes(t5: pd.DataFrame, run: Run, claims_list: list | None = None, *, endpoi
     lines += ["", f"Subset: {len(run.corpus)} tasks ({len(run.corpus.twin_pairs)} whole twin pairs, every "
                   f"archetype) x seeds {', '.join(map(str, run.seeds))}.",
               "", "Probe / wait use: % of episodes with at least one such call. Zero-gap archetypes: those whose "
-                  "mean gap is zero on these episodes. Malformed calls: replies with no tool call, an unknown "
+                  "mean gap is zero on these episodes. Settle / fail twin gap (in table5.csv): the mean gap on "
+                  "the twins whose capture settles / fails. Malformed calls: replies with no tool call, an unknown "
                   "tool, arguments that are not a JSON object or do not fit the schema (each answered with an "
                   "error and charged a call).", ""]
     return lines + (claims_notes(claims_list) if claims_list else [])
@@ -320,48 +326,66 @@ def meta(tables: dict, master_seed: int, n_tasks: int, size: int, subset_seed: i
             "subset_size": size, "subset_seed": subset_seed, "models": models}
 
 
-def claims(tables: dict) -> list:
-    """The paper's model-arm numbers beside ours (from `tables["table5"]`); the model claims are "not run"
-    without a model row.
+def measures(tables: dict) -> dict:
+    """Ours for each of the model arm's claims (`data/paper_claims.csv`, experiment "model_arm"), from
+    `tables["table5"]`; the model claims are None (not run) without a model row.
 
-    With several models, the model claims are read on their episodes pooled (the paper's
-    probe-use and premature figures are over every evaluated model)."""
+    With several models, the model claims are read on their episodes pooled (the paper's probe-use and
+    premature figures are over every evaluated model): rates and gaps weighted by episodes, the zero-gap
+    archetypes those zero for every model (a pooled mean of gaps, never negative, is zero only then), and
+    the gate on the union of their episodes (weighted by each model's)."""
     t5 = tables["table5"]
     t = t5.set_index("policy")
-    gate = t.loc[GATE]
     m = t5[t5["kind"] == "model"]
+    models = list(m["policy"])
     have = len(m) > 0
+    who = ", ".join(models) + (" (pooled)" if len(models) > 1 else "")
 
-    def pooled(col):
-        return float((m[col] * m["episodes"]).sum() / m["episodes"].sum()) if have else None
+    def pooled(col, weight="episodes"):
+        w = m[weight].astype(float)
+        return float((m[col].astype(float) * w).sum() / w.sum()) if have and w.sum() > 0 else None
 
-    g_exact = float((m["gate_exact_pct"] * m["gate_episodes"]).sum() / m["gate_episodes"].sum()) if have else None
-    g_gap = float((m["gate_mean_gap"] * m["gate_episodes"]).sum() / m["gate_episodes"].sum()) if have else None
-    out = [
-        numeric(NAME, "gate_subset_exact", "finality gate exact % on the model subset", 93.0, gate.exact_pct,
-                source=SOURCE, tol=RATE_TOL, unit="%"),
-        numeric(NAME, "gate_subset_gap", "finality gate mean gap $ on the model subset", 6.30, gate.mean_gap,
-                source=SOURCE, tol=DOLLAR_REL_TOL * 6.30),
-    ]
-    exact, gap = pooled("exact_pct"), pooled("mean_gap")
-    out += [
-        numeric(NAME, "model_exact", "model exact % (gemini-3.6-flash in the paper)", 93.0, exact, source=SOURCE,
-                tol=RATE_TOL, unit="%",
-                direction=None if not have else abs(exact - g_exact) <= RATE_TOL,
-                direction_text="the model matches the gate on the same episodes"),
-        numeric(NAME, "model_gap", "model mean gap $ (gemini-3.6-flash in the paper)", 13.99, gap, source=SOURCE,
-                tol=DOLLAR_REL_TOL * 13.99, direction=None if not have else gap > g_gap,
-                direction_text="the model loses more than the gate on the same episodes"),
-        numeric(NAME, "model_probe_use", "% of model episodes with a probe_processor call", 99.6,
-                pooled("probe_use_pct"), source=SOURCE, tol=RATE_TOL, unit="%",
-                direction=None if not have else pooled("probe_use_pct") > 50,
-                direction_text="most episodes probe"),
-        numeric(NAME, "model_premature", "% of model episodes with an irreversible action before determination",
-                0.4, pooled("premature_pct"), source=SOURCE, tol=RATE_TOL, unit="%",
-                direction=None if not have else pooled("premature_pct") < 50,
-                direction_text="rare"),
-    ]
-    return out
+    def model(col, fmt):
+        x = pooled(col)
+        return Measure(x, shown=f"{who}: {fmt.format(x)}", source=SOURCE) if x is not None else None
+
+    # the gate on the model arm's episodes: on each model's, pooled; with no model row, on the whole subset
+    if have:
+        g_exact, g_gap = pooled("gate_exact_pct", "gate_episodes"), pooled("gate_mean_gap", "gate_episodes")
+        where = f"on {who}'s {int(m['gate_episodes'].sum())} episodes"
+    elif GATE in t.index:
+        g_exact, g_gap = float(t.loc[GATE, "gate_exact_pct"]), float(t.loc[GATE, "gate_mean_gap"])
+        where = f"on the whole subset ({int(t.loc[GATE, 'episodes'])} episodes; no model row)"
+    else:
+        g_exact = g_gap = None
+    zero = asym = None
+    if have:
+        lists = [set(a.strip() for a in str(x).split(",") if a.strip()) if isinstance(x, str) else set()
+                 for x in m["zero_gap_list"]]
+        common = sorted(set.intersection(*lists))
+        zero = Measure(len(common), shown=f"{who}: {len(common)} of {int(m['archetypes'].max())} "
+                                          f"({', '.join(common) or 'none'})", source=SOURCE)
+        settle, fail = pooled("settle_twin_gap", "settle_twin_episodes"), pooled("fail_twin_gap", "fail_twin_episodes")
+        if settle is not None and fail is not None:
+            asym = Measure(settle - fail, shown=f"{who}: settle twins {settle:.2f} - fail twins {fail:.2f} = "
+                                                f"{settle - fail:+.2f}", source=SOURCE)
+    return {
+        "gate_subset_exact": Measure(g_exact, shown=f"{g_exact:.1f}% {where}", source=SOURCE) if g_exact is not None
+        else None,
+        "gate_subset_gap": Measure(g_gap, shown=f"{g_gap:.2f} {where}", source=SOURCE) if g_gap is not None else None,
+        "model_exact": model("exact_pct", "{:.1f}%"),
+        "model_gap": model("mean_gap", "{:.2f}"),
+        "model_probe_use": model("probe_use_pct", "{:.1f}%"),
+        "model_premature": model("premature_pct", "{:.1f}%"),
+        "model_zero_gap_archetypes": zero,
+        "model_settle_twin_asymmetry": asym,
+    }
+
+
+def claims(tables: dict) -> list:
+    """The paper's model-arm claims, decided on ours (`measures`) by `data/paper_claims.csv`; the model
+    claims are "not run" without a model row."""
+    return claims_of(NAME, measures(tables))
 
 
 def claims_from_tables(folder="tables") -> list:

@@ -24,18 +24,17 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import from_tables, qualitative
+from finbench.analysis.claims import Measure as M_
+from finbench.analysis.claims import claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.registry import DEFAULT_POLICIES
 from finbench.sim.probe import ProbeMode
 from finbench.running.run import sweep
-from finbench.analysis.claims import claims_notes
 from finbench.sim.probe import DEFAULT_DELAY, DEFAULT_LIMIT
 
 NAME = "probe_arms"
 SECTION = "Beyond the paper: probe arms, Table VIII"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
-SOURCE = "tables/table8.csv"
 RECONCILER = "reconciler"
 GATE = "finality_gate"
 POLICIES = (*DEFAULT_POLICIES, RECONCILER)
@@ -43,7 +42,7 @@ POLICIES = (*DEFAULT_POLICIES, RECONCILER)
 TABLES = ("table8", "table8_differences", "table8_archetypes")
 """The tables this experiment writes and its claims read, by stem."""
 __all__ = ["PUBLISH", "POLICIES", "TABLES", "archetypes", "arms", "claims", "claims_from_tables", "differences",
-           "episodes", "figure", "figures", "notes", "table8", "table8_markdown", "tables"]
+           "episodes", "figure", "figures", "measures", "notes", "table8", "table8_markdown", "tables"]
 
 
 def modes() -> list[ProbeMode]:
@@ -167,38 +166,40 @@ def archetypes(df: pd.DataFrame, run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def claims(tables: dict[str, pd.DataFrame]) -> list:
-    """The issue's acceptance, measured: under `none` the reconciler's mean gap is below every other
-    unprivileged policy's, each difference's interval excluding zero; and it uses the probe when it has one.
-    Reads `tables["table8"]` and `tables["table8_differences"]`."""
+def measures(tables: dict[str, pd.DataFrame]) -> dict:
+    """Ours for each of the probe arms' claims (`data/paper_claims.csv`, experiment "probe_arms"), from
+    Table VIII and its paired differences: under `none` whether every other unprivileged policy minus the
+    reconciler lies above zero (each interval); the reconciler under `none` minus the gate under `full`
+    with its paired interval; the reconciler's probe calls per episode under `full`. A measure is None
+    (not run) when its arm or policy is absent."""
     t8, diffs = tables["table8"], tables["table8_differences"]
-    out = []
+    src8, srcd = (f"tables/{stem}.csv" for stem in TABLES[:2])
     t = t8.set_index(["probe", "policy"])
     none = diffs[(diffs["probe"] == "none") & ~diffs["comparison"].str.contains("@")]
+    best = None
     if len(none):
-        holds = bool((none["estimate"] > 0).all() and (none["lo"] > 0).all())
-        measured = "; ".join(f"{r.comparison} {r.estimate:.2f} [{r.lo:.2f}, {r.hi:.2f}]" for r in none.itertuples())
-    else:
-        holds, measured = None, "no none arm"
-    out.append(qualitative(NAME, "reconciler_best_without_probe",
-                           "under no probe, the reconciler's mean gap is below every other unprivileged policy's, "
-                           "the interval of each difference excluding zero", holds, measured, source=SOURCE))
-    if ("full", RECONCILER) in t.index and ("full", GATE) in t.index:
-        vs = diffs[diffs["comparison"] == f"{RECONCILER}@none - {GATE}@full"]
-        if len(vs):
-            r = vs.iloc[0]
-            out.append(qualitative(NAME, "reconciler_none_within_gate_full",
-                                   "without a probe the reconciler's mean gap is not distinguishable from the gate's "
-                                   "with the full probe (interval of the difference includes zero)",
-                                   not bool(r["excludes_zero"]),
-                                   f"reconciler@none - finality_gate@full {r['estimate']:.2f} "
-                                   f"[{r['lo']:.2f}, {r['hi']:.2f}]", source=SOURCE))
-        used = t.loc[("full", RECONCILER), "probe_calls"]
-        out.append(qualitative(NAME, "reconciler_uses_probe",
-                               "the reconciler uses the probe when it has one (probe calls per episode > 0 "
-                               "under full)", bool(used > 0), f"{used:.2f} probe calls per episode under full",
-                               source=SOURCE))
-    return out
+        best = M_(bool((none["estimate"] > 0).all() and (none["lo"] > 0).all()), source=srcd,
+                  shown="; ".join(f"{r.comparison} {_ci(r.estimate, r.lo, r.hi)}" for r in none.itertuples()))
+    vs = diffs[diffs["comparison"] == f"{RECONCILER}@none - {GATE}@full"]
+    within = None
+    if len(vs):
+        r = vs.iloc[0]
+        within = M_(float(r["estimate"]), float(r["lo"]), float(r["hi"]), source=srcd,
+                    shown=f"{RECONCILER}@none - {GATE}@full {_ci(r['estimate'], r['lo'], r['hi'])}")
+    uses = None
+    if ("full", RECONCILER) in t.index:
+        used = float(t.loc[("full", RECONCILER), "probe_calls"])
+        uses = M_(used, shown=f"{used:.2f} probe calls per episode under full", source=src8)
+    return {"reconciler_best_without_probe": best, "reconciler_none_within_gate_full": within,
+            "reconciler_uses_probe": uses}
+
+
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The issue's acceptance (`data/paper_claims.csv`, experiment "probe_arms"), decided on ours (`measures`):
+    under `none` the reconciler's mean gap is below every other unprivileged policy's, each difference's
+    interval excluding zero; it is indistinguishable from the gate with the full probe; and it uses the
+    probe when it has one. Reads `tables["table8"]` and `tables["table8_differences"]`."""
+    return claims_of(NAME, measures(tables))
 
 
 def notes(t8: pd.DataFrame, diffs: pd.DataFrame, arch: pd.DataFrame, claims_list=None) -> list[str]:

@@ -1,22 +1,15 @@
 """The headline on many corpora: how far each of its numbers and claims moves between draws of the generator
 (SPEC §10, "splits").
 
-Table II and the headline's claims records are recomputed on the public split
-and on regenerated corpora (the paper's regenerated split, `REGEN_SEED`, and
-further ones derived from it, `finbench.sim.splitseeds`). The experiments' own
-`tables` and `claims` do the work (the shape every experiment module shares):
-the notebook passes the modules in, since an experiment module never imports
-another. Any other experiment whose claims come from the same episodes (the
-twins') joins through `also`, so its claims are counted across corpora too.
-
-Notebook `10_splits`, in the shape every experiment shares:
+Table II and the claims of the headline (and of the experiments passed as `also`, the twins') are
+recomputed on the public split and on regenerated corpora (`REGEN_SEED` and further ones derived from it,
+`finbench.sim.splitseeds`) by the experiments' own `episodes`, `tables` and `claims`; the notebook passes
+the modules in, since an experiment module never imports another. Notebook `10_splits`:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
     rows = splits.episodes(run, split_seeds(n_splits, regen_seed), headline, also=(twins,))
     tables = splits.tables(rows, run)       # splits, splits_claims, splits_corpora, splits_verdicts
     claims = splits.claims(tables)
-    spread, counts = splits.spread(values, verdicts), splits.claim_counts(verdicts)
-    claims = splits.claims(counts)
 
 A claim *holds* on a corpus when its verdict there is "reproduced" (inside the
 paper's interval or the claim's tolerance; for a qualitative claim, it holds);
@@ -50,7 +43,6 @@ CELLS: dict[str, tuple[str, str, int]] = {
     "react_passk": ("react", "passk_pct", 1),
     "sop_exact": ("sop", "exact_pct", 1),
     "sop_passk": ("sop", "passk_pct", 1),
-    "reference_premature": ("finality_oracle", "premature_pct", 1),
     "gate_minus_react": ("react", "diff_to_gate", -1),
 }
 """Headline claim id -> the Table II cell its number is (policy, column, sign: the paper reports
@@ -92,8 +84,10 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
         seeds: master seeds of the regenerated corpora (`splitseeds.split_seeds(n, regen_seed)`).
         headline: the headline experiment module: its `tables(rows, run)` holds `table2`, whose
             cells are the values, and its `claims(tables)` the first claims.
-        also: further experiment modules whose claims come from the same episodes (e.g. the
-            twins'), each through its own `tables` and `claims`, in that order after the headline's.
+        also: further experiment modules, each through its own `episodes`, `tables` and `claims`, in
+            that order after the headline's: a module (its episodes under the run's seeds: the twins',
+            which are the headline's own), or `(module, n)` to use the first n seeds on the regenerated
+            corpora (the public split keeps the run's), for time (e.g. the cost sweep's re-pricing).
 
     Returns:
         `(values, verdicts)`. `values`: one row per (corpus, policy), columns `split` (0 the
@@ -118,13 +112,17 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
         t2 = tables["table2"]
         recs = claims_frame(headline.claims(tables))
         _check_cells(t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"}), recs, f"corpus {corpus.fingerprint}")
-        for experiment in also:
-            recs = pd.concat([recs, claims_frame(experiment.claims(experiment.tables(df, r)))], ignore_index=True)
+        for item in also:
+            experiment, n = item if isinstance(item, tuple) else (item, None)
+            r_m = r if i == 0 or n is None else r.replace(seeds=r.seeds[:n])
+            tables_m = experiment.tables(experiment.episodes(r_m), r_m)
+            recs = pd.concat([recs, claims_frame(experiment.claims(tables_m))], ignore_index=True)
         head = {"split": i, "kind": "public" if i == 0 else "regenerated", "master_seed": corpus.master_seed,
                 "corpus": corpus.fingerprint}
         t2 = t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"})
         values.append(pd.DataFrame({**head, **{c: t2[c] for c in t2.columns}}))
-        keep = ["experiment", "id", "claim", "paper", "paper_lo", "paper_hi", "ours", "holds", "verdict", "source"]
+        keep = ["experiment", "id", "claim", "scope", "paper", "paper_lo", "paper_hi", "ours", "holds", "verdict",
+                "margin", "source"]
         verdicts.append(pd.DataFrame({**head, **{c: recs[c] for c in keep}}))
     return pd.concat(values, ignore_index=True), pd.concat(verdicts, ignore_index=True)
 
@@ -182,6 +180,10 @@ def spread(values: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _nan_or(f, x: np.ndarray) -> float:
+    return float(f(x)) if len(x) and not np.isnan(x).all() else math.nan
+
+
 def claim_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Per claim (by experiment and id, in the order of `across`): its verdict on the public split and
     how many regenerated corpora give each verdict.
@@ -190,8 +192,8 @@ def claim_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
         `experiment`, `id`, `claim`, `paper`, `paper_lo`, `paper_hi`, `public_ours`, `public_verdict`, `n`
         (regenerated corpora), one count per verdict (`reproduced`, `same_direction`, `differs`,
         `not_run`), `holds` (= reproduced), `direction_holds` (reproduced + same direction),
-        and over the regenerated corpora `ours_min`, `ours_median`, `ours_max` (NaN for a
-        qualitative claim).
+        and over the regenerated corpora `ours_min`, `ours_median`, `ours_max`, `margin_min`,
+        `margin_median` (the claim's margin, in its unit; NaN for a qualitative claim).
     """
     pub = verdicts[verdicts["split"] == 0].set_index(["experiment", "id"])
     reg = verdicts[verdicts["split"] > 0]
@@ -202,6 +204,7 @@ def claim_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
         n = {v: int((mine["verdict"] == v).sum()) for v in VERDICTS}
         ours = mine["ours"].to_numpy(dtype=float)
         numeric = len(ours) and not np.isnan(ours).all()
+        margins = mine["margin"].to_numpy(dtype=float) if "margin" in mine.columns else np.array([])
         first = verdicts[(verdicts["experiment"] == exp) & (verdicts["id"] == cid)].iloc[0]
         rows.append({
             "experiment": exp, "id": cid, "claim": first["claim"], "paper": first["paper"], "paper_lo": first["paper_lo"],
@@ -213,6 +216,7 @@ def claim_counts(verdicts: pd.DataFrame) -> pd.DataFrame:
             "ours_min": np.nanmin(ours) if numeric else math.nan,
             "ours_median": np.nanmedian(ours) if numeric else math.nan,
             "ours_max": np.nanmax(ours) if numeric else math.nan,
+            "margin_min": _nan_or(np.nanmin, margins), "margin_median": _nan_or(np.nanmedian, margins),
         })
     return pd.DataFrame(rows)
 

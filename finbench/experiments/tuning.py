@@ -1,12 +1,10 @@
 """Tuning transfer: Table VII, the grid behind it, and its repetition over further regenerated splits (SPEC §10).
 
-The rule-based procedure (`sop`) has two knobs, `poll_interval` and `patience`. A grid over both is measured on the
-public split; the configuration with the lowest mean gap is the *tuned* one. The tuned and the default configuration,
-and an *unfitted control* (a policy nobody tuned, `react` with its defaults by default), are then re-measured on the
-regenerated split (`REGEN_SEED`) and on further regenerated corpora (`finbench.sim.splitseeds`). A policy's
-*degradation* on a split is its mean gap there minus its mean gap on the public split.
+A grid over the procedure's (`sop`) two knobs, `poll_interval` and `patience`, on the public split gives the *tuned*
+configuration (lowest mean gap); it, the default and an *unfitted control* (`react` by default) are re-measured on the
+regenerated split and further regenerated corpora. *Degradation*: the mean gap there minus on the public split.
 
-Notebook `05_tuning`, in the shape every experiment shares (its run's policies: `policies(polls, patiences, control)`):
+Notebook `05_tuning` (its run's policies: `policies(polls, patiences, control)`):
 
     rows = tuning.episodes(run, polls, patiences, split_seeds(n_splits, regen_seed))
     tables = tuning.tables(rows, run)                 # tuning_grid, table7, tuning_splits
@@ -22,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import REL_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.policies import SOP
 from finbench.agents.registry import as_ref, parse_label, policy_label
@@ -30,25 +28,22 @@ from finbench.running.run import corpus_for, sweep
 from finbench.sim.splitseeds import DERIVATION
 
 NAME = "tuning"
-TABLES = ("tuning_grid", "table7", "tuning_splits")
-"""The tables this experiment writes and its claims read, by stem."""
-SECTION = "Tuning transfer: Table VII"
-"""The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
+TABLES = ("tuning_grid", "table7", "tuning_splits")  # the tables it writes and its claims read
+SECTION = "Tuning transfer: Table VII"  # how the claims report groups these claims
 PROCEDURE = "sop"
 KNOBS = ("poll_interval", "patience")
 CONTROL = "react"
 CONTROL_REASON = ("Why react: like the procedure it decides from the processor's replica and polls on a timer, so a "
-                  "new draw of the generator moves it through the same archetypes (lost and stale settlements, "
-                  "pending cases); its defaults were never fitted to either split, and no experiment tunes it. "
-                  "The gate would be a weaker control: it is fault-invariant and loses only on unresolvable cases, "
-                  "so its level moves with a corpus's unresolvable mix and little else.")
-"""The unfitted control, and why (printed under Table VII)."""
+                  "new draw moves it through the same archetypes; its defaults were never fitted, and no experiment "
+                  "tunes it. The gate would be a weaker control: fault-invariant, its level moves with a corpus's "
+                  "unresolvable mix and little else.")  # the unfitted control, and why (printed under Table VII)
 ROLES = ("default", "tuned", "control")
 TIE = 1e-9
 """Two mean gaps within this many dollars are a tie (they are equal: the configurations
 played the same episodes, e.g. a patience longer than the call budget lets the procedure poll)."""
 __all__ = ["PUBLISH", "TABLES", "best", "claims", "claims_from_tables", "config_label", "default_knobs", "episodes",
-           "figures", "grid_frame", "grid_markdown", "grid_table", "meta", "notes", "policies", "regenerated",
+           "figures", "grid_frame", "grid_markdown", "grid_table", "measures", "meta", "notes", "policies",
+           "regenerated",
            "splits_markdown", "splits_table", "table7", "table7_markdown", "tables"]
 
 
@@ -347,47 +342,56 @@ def splits_markdown(per_split: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def claims(tables: dict[str, pd.DataFrame]) -> list:
-    """The paper's claims about Table VII, each beside ours computed from the three tables (`TABLES`)."""
+def measures(tables: dict[str, pd.DataFrame]) -> dict:
+    """Ours for each of the tuning claims (`data/paper_claims.csv`, experiment "tuning"), from the three
+    tables (`TABLES`): Table VII's roles, the tuned and default knobs, the regenerated splits."""
     t7, per_split = tables["table7"], tables["tuning_splits"]
     tuned, dflt, ctrl = (t7.set_index("role").loc[r] for r in ("tuned", "default", "control"))
     n, k, m = len(per_split), int(per_split["tuned_beats_default"].sum()), int(per_split["tuned_degrades_more"].sum())
-    src7, srcs, srcg = "tables/table7.csv", "tables/tuning_splits.csv", "tables/tuning_grid.csv"
-    more = bool(tuned.degradation > ctrl.degradation)
-    direction = "the tuned procedure degrades more than the unfitted control"
-    return [
-        qualitative(NAME, "tuning_improves_public", "tuning improved the public split (the tuned configuration's "
-                    "mean gap is below the default's)", bool(tuned.public_gap < dflt.public_gap),
-                    f"{tuned.policy} {tuned.public_gap:.2f} vs default {dflt.public_gap:.2f} "
-                    f"({tuned.public_vs_default:+.2f} [{tuned.public_vs_default_lo:+.2f}, "
-                    f"{tuned.public_vs_default_hi:+.2f}])", source=src7),
-        qualitative(NAME, "tuned_beats_default_regen", "the tuned configuration is better than the default on the "
-                    "regenerated split too", bool(tuned.regen_gap < dflt.regen_gap),
-                    f"{tuned.regen_gap:.2f} vs {dflt.regen_gap:.2f} ({tuned.regen_vs_default:+.2f} "
-                    f"[{tuned.regen_vs_default_lo:+.2f}, {tuned.regen_vs_default_hi:+.2f}])", source=src7),
-        numeric(NAME, "tuned_degradation", "the tuned procedure's degradation across splits $ (regenerated mean "
-                "gap - public)", 37.48, tuned.degradation, source=src7, tol=REL_TOL * 37.48, direction=more,
-                direction_text=direction),
-        numeric(NAME, "control_degradation", f"the unfitted control's ({ctrl.policy}) degradation across splits $",
-                3.85, ctrl.degradation, source=src7, tol=REL_TOL * 3.85, direction=more, direction_text=direction),
-        qualitative(NAME, "tuned_polls_more_often", "the fitted knobs poll more often than the default (a property "
-                    "of the generator)", bool(tuned.poll_interval < dflt.poll_interval),
-                    f"tuned poll_interval={tuned.poll_interval:g}, patience={tuned.patience:g}; default "
-                    f"poll_interval={dflt.poll_interval:g}, patience={dflt.patience:g}", source=srcg),
-        numeric(NAME, "control_split_variation", "the scale of split-to-split variation, indicated by the control's "
-                f"single degradation of $3.85 (ours: the root mean square of the control's degradation over {n} "
-                "regenerated splits)", 3.85, ctrl.splits_rms, source=src7, tol=REL_TOL * 3.85),
-        qualitative(NAME, "tuned_beats_default_splits", f"beyond the paper: the tuned configuration still beats the "
-                    f"default on most of {n} regenerated splits", k > n / 2,
-                    f"on {k} of {n} ({100 * k / n:.0f}%); tuned - default over splits: "
-                    f"{per_split['tuned_minus_default'].min():+.2f} .. {per_split['tuned_minus_default'].max():+.2f}",
-                    source=srcs),
-        qualitative(NAME, "tuned_degrades_more_splits", f"beyond the paper: the tuned procedure degrades more than "
-                    f"the unfitted control on most of {n} regenerated splits", m > n / 2,
-                    f"on {m} of {n}; mean degradation over splits: tuned {tuned.splits_mean:+.2f} "
-                    f"[{tuned.splits_t_lo:+.2f}, {tuned.splits_t_hi:+.2f}], control {ctrl.splits_mean:+.2f} "
-                    f"[{ctrl.splits_t_lo:+.2f}, {ctrl.splits_t_hi:+.2f}] (95% t)", source=srcs),
-    ]
+    src7, srcs = "tables/table7.csv", "tables/tuning_splits.csv"
+
+    def vs_default(where):
+        d = float(tuned[f"{where}_gap"] - dflt[f"{where}_gap"])
+        lo, hi = float(tuned[f"{where}_vs_default_lo"]), float(tuned[f"{where}_vs_default_hi"])
+        return Measure(d, lo, hi, source=src7,
+                       shown=f"{tuned.policy} {tuned[f'{where}_gap']:.2f} - default {dflt[f'{where}_gap']:.2f} = "
+                             f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}] (shared resample)")
+
+    def degradation(r):
+        return Measure(float(r.degradation), source=src7,
+                       shown=f"{r.policy}: {r.regen_gap:.2f} - {r.public_gap:.2f} = {r.degradation:+.2f} "
+                             f"[{r.degradation_lo:+.2f}, {r.degradation_hi:+.2f}]")
+
+    polls = float(tuned.poll_interval - dflt.poll_interval)
+    ctrl_degr = per_split["control_degradation"].astype(float)
+    return {
+        "tuning_improves_public": vs_default("public"),
+        "tuned_beats_default_regen": vs_default("regen"),
+        "tuned_degradation": degradation(tuned),
+        "control_degradation": degradation(ctrl),
+        "tuned_polls_more_often": Measure(polls, source=src7,
+                                          shown=f"{polls:+g}: tuned poll_interval={tuned.poll_interval:g}, "
+                                                f"patience={tuned.patience:g}; default poll_interval="
+                                                f"{dflt.poll_interval:g}, patience={dflt.patience:g}"),
+        "control_split_variation": Measure(float(ctrl.splits_rms), source=src7,
+                                           shown=f"{ctrl.policy}: RMS {ctrl.splits_rms:.2f} over {n} regenerated "
+                                                 f"splits (degradations {ctrl_degr.min():+.2f} .. "
+                                                 f"{ctrl_degr.max():+.2f})"),
+        "tuned_beats_default_splits": Measure(k > n / 2, source=srcs,
+                                              shown=f"on {k} of {n} ({100 * k / n:.0f}%); tuned - default over "
+                                                    f"splits: {per_split['tuned_minus_default'].min():+.2f} .. "
+                                                    f"{per_split['tuned_minus_default'].max():+.2f}"),
+        "tuned_degrades_more_splits": Measure(m > n / 2, source=srcs,
+                                              shown=f"on {m} of {n}; mean degradation over splits: tuned "
+                                                    f"{tuned.splits_mean:+.2f} [{tuned.splits_t_lo:+.2f}, "
+                                                    f"{tuned.splits_t_hi:+.2f}], control {ctrl.splits_mean:+.2f} "
+                                                    f"[{ctrl.splits_t_lo:+.2f}, {ctrl.splits_t_hi:+.2f}] (95% t)"),
+    }
+
+
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The paper's claims about Table VII, decided on ours (`measures`) by `data/paper_claims.csv`."""
+    return claims_of(NAME, measures(tables))
 
 
 def notes(grid: pd.DataFrame, t7: pd.DataFrame, per_split: pd.DataFrame, claims_list: list | None = None) -> list[str]:
@@ -406,15 +410,12 @@ def notes(grid: pd.DataFrame, t7: pd.DataFrame, per_split: pd.DataFrame, claims_
         "",
         f"Control: {t.loc['control', 'policy']} with its defaults, never tuned. {reason}".rstrip(),
         "",
-        "Degradation = mean gap on the regenerated split - mean gap on the public split (positive: worse). "
-        "Intervals on one split: 95% percentile bootstrap over units (twins together); the degradation's "
-        "interval differences the two corpora's resampled means, drawn independently (the regenerated "
-        "split's from boot_seed + 1, so its interval differs slightly from a headline table's); 'vs default' "
-        "is on a shared resample of one corpus.",
+        "Degradation = mean gap on the regenerated split - on the public split (positive: worse). Intervals: "
+        "95% percentile bootstrap over units (twins together); a degradation's resamples the two corpora "
+        "independently (the regenerated one from boot_seed + 1); 'vs default' is on a shared resample.",
         "",
-        f"Over splits: the paper's regenerated split (split 0) and {n - 1} further corpora derived from it "
-        "(`finbench.sim.splitseeds`); mean degradation with a 95% t-interval over the splits' values "
-        "(mean +/- t(0.975, N-1) sd / sqrt N), and the range of the splits' values.",
+        f"Over splits: the paper's regenerated split (split 0) and {n - 1} further corpora derived from it; mean "
+        "degradation with a 95% t-interval over the splits (mean +/- t(0.975, N-1) sd / sqrt N), and their range.",
         "",
     ]
     return lines + (claims_notes(claims_list) if claims_list else [])

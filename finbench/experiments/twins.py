@@ -28,9 +28,8 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import DOLLAR_REL_TOL, RATE_TOL, claims_notes, from_tables, numeric, qualitative
+from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
-from finbench.agents.policies import UNGATED
 from finbench.agents.registry import policy_order
 from finbench.analysis import ordering
 
@@ -42,8 +41,8 @@ SECTION = "Twin pairs: Table IV, Figure 2"
 SOURCE = "tables/table4.csv"
 TABLES = ("table4",)
 """The tables this experiment writes and its claims read, by stem."""
-__all__ = ["PUBLISH", "TABLES", "claims", "claims_from_tables", "episodes", "figure2", "figures", "rankings",
-           "table4", "table4_markdown", "table4_notes", "tables"]
+__all__ = ["PUBLISH", "TABLES", "claims", "claims_from_tables", "episodes", "figure2", "figures", "measures",
+           "rankings", "table4", "table4_markdown", "table4_notes", "tables"]
 
 
 def _boot(run) -> tuple[int, int]:
@@ -77,8 +76,9 @@ def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
         `paired_hi`; `settle_gap`, `settle_lo`, `settle_hi` and `fail_gap`, `fail_lo`,
         `fail_hi` (mean gap over one half); `premature_pct`, `premature_lo`,
         `premature_hi` (% of twin episodes with an irreversible action before
-        determination); `exact_pct`, `exact_lo`, `exact_hi` (% of all episodes exact,
-        over every task: Table II's accuracy and interval); `rank_exact` (1 = most
+        determination); `premature_all_pct` (the same over every episode, every task and
+        seed: Table II's premature-irreversible %); `exact_pct`, `exact_lo`, `exact_hi`
+        (% of all episodes exact, over every task: Table II's accuracy and interval); `rank_exact` (1 = most
         accurate), `rank_paired` (1 = lowest paired loss) and `rank_differs`.
         Twin intervals resample twin pairs; the accuracy interval resamples every unit.
 
@@ -127,6 +127,7 @@ def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
         "fail_lo": f_ci["lo"].to_numpy(), "fail_hi": f_ci["hi"].to_numpy(),
         "premature_pct": 100 * point["premature_irreversible"].to_numpy(),
         "premature_lo": 100 * prem["lo"].to_numpy(), "premature_hi": 100 * prem["hi"].to_numpy(),
+        "premature_all_pct": 100 * M.premature_rate(df).reindex(order).to_numpy(),
         "exact_pct": 100 * exact["estimate"].to_numpy(),
         "exact_lo": 100 * exact["lo"].to_numpy(), "exact_hi": 100 * exact["hi"].to_numpy(),
         "privileged": M.privileged(df, order),
@@ -170,6 +171,7 @@ def table4_markdown(t4: pd.DataFrame) -> pd.DataFrame:
             "settle half $": _ci(r.settle_gap, r.settle_lo, r.settle_hi, "{:.2f}"),
             "fail half $": _ci(r.fail_gap, r.fail_lo, r.fail_hi, "{:.2f}"),
             "premature-irreversible % (twins)": _ci(r.premature_pct, r.premature_lo, r.premature_hi),
+            "premature-irreversible % (all tasks)": f"{r.premature_all_pct:.1f}",
             "exact % (all tasks)": _ci(r.exact_pct, r.exact_lo, r.exact_hi),
             "rank by exact": int(r.rank_exact),
             "rank by paired loss": int(r.rank_paired),
@@ -190,77 +192,58 @@ def table4_notes(t4: pd.DataFrame, claims_list: list | None = None) -> list[str]
         "",
         "Paired loss is the mean gap over every twin episode (both halves of each pair); the halves are "
         "the twins whose original capture settles and those whose capture fails. Premature-irreversible % "
-        "is over twin episodes; exact % is over every task (Table II's accuracy). Intervals: 95% "
+        "is over twin episodes, and beside it over every episode (every task and seed, Table II's); exact % "
+        "is over every task (Table II's accuracy). Intervals: 95% "
         "percentile bootstrap resampling twin pairs (accuracy: every unit, twins together).",
         "",
     ]
     return lines + (claims_notes(claims_list) if claims_list else [])
 
 
-def claims(tables: dict[str, pd.DataFrame]) -> list:
-    """The paper's claims about Table IV, each beside ours computed from `tables["table4"]` alone.
-
-    A claim whose policies are absent from the table is "not run".
-    """
+def measures(tables: dict[str, pd.DataFrame]) -> dict:
+    """Ours for each of the twins' claims (`data/paper_claims.csv`, experiment "twins"), from
+    `tables["table4"]` alone; a claim whose policy is absent from the table is None (not run)."""
     t4 = tables["table4"]
     t = t4.set_index("policy")
     r = rankings(t4)
-    has_opt, has_gate = OPTIMISTIC in t.index, GATE in t.index
-    out = []
+    by_loss = ", ".join(f"{p} {t.loc[p, 'paired_loss']:.2f}" for p in r["by_paired_loss"])
 
-    def num(id, text, paper, ours, **kw):
-        out.append(numeric(NAME, id, text, paper, ours, source=SOURCE, **kw))
+    def cell(policy, col, fmt="{:.2f}", extra=None):
+        """Table IV's cell (policy, col); `extra(row)` is appended to the shown value."""
+        if policy not in t.index:
+            return None
+        x = float(t.loc[policy, col])
+        return Measure(x, shown=fmt.format(x) + (extra(t.loc[policy]) if extra else ""), source=SOURCE)
 
-    def qual(id, text, holds, measured):
-        out.append(qualitative(NAME, id, text, holds, measured, source=SOURCE))
+    def ci(lo, hi):
+        return lambda row: f" [{row[lo]:.2f}, {row[hi]:.2f}]"
 
-    unpriv = [p for p in t.index if not t.loc[p, "privileged"]]
-    by_exact_unpriv = ordering.rank_policies(t.loc[unpriv, "exact_pct"], ascending=False)
-    second = by_exact_unpriv[:2] == [GATE, OPTIMISTIC] if has_opt and has_gate else None
-    qual("optimistic_second_by_accuracy",
-         "optimistic is second by accuracy among the unprivileged policies, behind only the finality gate",
-         second, "order by exact % (unprivileged): "
-         + ", ".join(f"{p} {t.loc[p, 'exact_pct']:.1f}" for p in by_exact_unpriv))
-
-    others = [p for p in t.index if p != OPTIMISTIC]
-    worst = bool(all(t.loc[OPTIMISTIC, "paired_loss"] > t.loc[p, "paired_loss"] for p in others)) \
-        if has_opt else None
-    qual("optimistic_worst_paired_loss", "optimistic is the worst of all policies by paired loss", worst,
-         "order by paired loss $ (best first): "
-         + ", ".join(f"{p} {t.loc[p, 'paired_loss']:.2f}" for p in r["by_paired_loss"]))
-
-    o = t.loc[OPTIMISTIC] if has_opt else None
-    num("optimistic_paired_loss", "optimistic paired loss $ (mean gap over both halves of the twin pairs)",
-        253.53, o.paired_loss if has_opt else None, tol=DOLLAR_REL_TOL * 253.53, direction=worst,
-        direction_text="the worst of all policies")
-    split = bool(o.fail_gap > o.settle_gap) if has_opt else None
-    num("optimistic_settle_half", "optimistic mean gap on the settle half of the twins $", 113.07,
-        o.settle_gap if has_opt else None, tol=DOLLAR_REL_TOL * 113.07, direction=split,
-        direction_text="settle half below fail half")
-    num("optimistic_fail_half", "optimistic mean gap on the fail half of the twins $", 393.99,
-        o.fail_gap if has_opt else None, tol=DOLLAR_REL_TOL * 393.99, direction=split,
-        direction_text="fail half above settle half")
-
-    ungated = [p for p in UNGATED if p in t.index]
-    below = bool(all(t.loc[GATE, "paired_loss"] < t.loc[p, "paired_loss"] for p in ungated)) \
-        if has_gate and ungated else None
-    num("gate_paired_loss", "finality gate paired loss $", 103.91,
-        t.loc[GATE, "paired_loss"] if has_gate else None, tol=DOLLAR_REL_TOL * 103.91, direction=below,
-        direction_text="the gate's paired loss is below every ungated policy's")
-
-    # The paper says "on 66.0% of tasks" in its twin-pair paragraph; we read it as the
-    # twin tasks (where nothing observable tells the halves apart), not the whole corpus.
-    majority = bool(o.premature_pct > 50) if has_opt else None
-    num("optimistic_premature_twins",
-        "optimistic takes an irreversible action before the outcome exists, % of twin-task episodes "
-        "(the paper says 'of tasks'; read as the twin tasks)", 66.0, o.premature_pct if has_opt else None,
-        tol=RATE_TOL, unit="%", direction=majority, direction_text="on more than half of the twin episodes")
-
+    # counted from the worst: 1 + the policies whose paired loss is at least optimistic's (a tie for the
+    # worst place is not "the worst")
+    worst_place = None
+    if OPTIMISTIC in t.index:
+        o = float(t.loc[OPTIMISTIC, "paired_loss"])
+        place = 1 + sum(float(t.loc[p, "paired_loss"]) >= o for p in t.index if p != OPTIMISTIC)
+        worst_place = Measure(place, shown=f"place {place} of {len(t)} from the worst; by paired loss $ (best "
+                                           f"first): {by_loss}", source=SOURCE)
     n = r["disagreements"]
-    num("rank_disagreements", f"places in which the ranking of the {len(t)} policies by accuracy and by "
-        "paired loss disagree", 7, n, tol=0, direction=n >= 1,
-        direction_text="the two rankings disagree in at least one place")
-    return out
+    return {
+        "optimistic_worst_paired_loss": worst_place,
+        "optimistic_paired_loss": cell(OPTIMISTIC, "paired_loss", extra=ci("paired_lo", "paired_hi")),
+        "gate_paired_loss": cell(GATE, "paired_loss", extra=ci("paired_lo", "paired_hi")),
+        "optimistic_settle_half": cell(OPTIMISTIC, "settle_gap", extra=ci("settle_lo", "settle_hi")),
+        "optimistic_fail_half": cell(OPTIMISTIC, "fail_gap", extra=ci("fail_lo", "fail_hi")),
+        "optimistic_premature": cell(OPTIMISTIC, "premature_all_pct", "{:.1f}%",
+                                     extra=lambda row: f" of every episode ({row.premature_pct:.1f}% of twin "
+                                                       "episodes)"),
+        "rank_disagreements": Measure(n, shown=f"{n} of {len(t)} places; by exact: {', '.join(r['by_exact'])}; "
+                                               f"by paired loss: {', '.join(r['by_paired_loss'])}", source=SOURCE),
+    }
+
+
+def claims(tables: dict[str, pd.DataFrame]) -> list:
+    """The paper's claims about Table IV, decided on ours (`measures`) by `data/paper_claims.csv`."""
+    return claims_of(NAME, measures(tables))
 
 
 def figure2(t4: pd.DataFrame, run=None):

@@ -116,9 +116,12 @@ def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd
     tasks = {t.task_id: t for t in corpus.tasks}
     _check_rows(df, tasks, simulated_with)
     EPISODES["repriced"] += len(df)
-    priced = [_price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), costs)
-              for tid, disp, end, ra, ue in zip(*(df[c].tolist() for c in _CASE))]
-    cols = list(zip(*priced))
+    cases = list(zip(*(df[c].tolist() for c in _CASE)))
+    prices = {case: None for case in cases}  # each distinct case priced once (episodes repeat a few thousand)
+    for case in prices:
+        tid, disp, end, ra, ue = case
+        prices[case] = _price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), costs)
+    cols = list(zip(*map(prices.__getitem__, cases)))
     out = df.copy()
     for name, values in zip(PRICED, cols):
         out[name] = pd.Series(values, index=df.index, dtype=df[name].dtype)

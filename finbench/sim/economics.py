@@ -1,7 +1,7 @@
 """Costs and the merchant's terminal position (SPEC §5)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from finbench.sim import constants as C
 from finbench.errors import check_int, check_real
@@ -28,6 +28,11 @@ class Costs:
 
     def key(self) -> str:
         return repr(tuple(asdict(self).values()))
+
+    def simulated(self) -> Costs:
+        """These costs with SPEC's default prices. Policies see only the call budget and the ticks,
+        so an episode plays, and its money ends, the same under both; prices only re-price it."""
+        return replace(Costs(), step_budget=self.step_budget, read_ticks=self.read_ticks, probe_ticks=self.probe_ticks)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from finbench.errors import bad, check_int, show
 from finbench.sim import constants as C
 from finbench.sim.task import Task, check_task
-from finbench.sim.economics import Costs, Outcome, settle_case
+from finbench.sim.economics import Costs, Money, Outcome, price, settle_case, settle_money
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.sim.reference import oracle_plan
@@ -340,11 +340,7 @@ class FinalityEnv:
 
     # --- grading --------------------------------------------------------------
     def outcome(self) -> Outcome:
-        """What the case came to once the world has run on to HORIZON (SPEC §5).
-
-        Raises:
-            RuntimeError: the episode is not over.
-        """
+        """What the case came to once the world has run on to HORIZON (SPEC §5); a RuntimeError before the end."""
         if not self.done:
             raise RuntimeError("the episode is not over: step until env.done")
         caps = self.world.captures
@@ -393,9 +389,8 @@ class FinalityEnv:
             wait_calls=self.wait_calls, privileged=self.told_resolution)
 
     def scores(self, out: Outcome, reference: float) -> tuple[float, bool, bool]:
-        """`(gap, exact, premature_irreversible)` of the ended episode whose outcome is `out`
-        (SPEC §8): gap = reference - position, exact = gap within `MONEY_TOL`, premature =
-        the first irreversible action came before the capture was determined."""
+        """`(gap, exact, premature_irreversible)` of the ended episode (SPEC §8): gap = reference - position,
+        exact = gap within `MONEY_TOL`; premature: the first irreversible action came before determination."""
         gap = round(reference - out.position, 6)
         first = self.first_irreversible_t
         return gap, gap <= C.MONEY_TOL, first is not None and first < self.task.determined_at
@@ -411,9 +406,8 @@ class FinalityEnv:
         return [(issued, tool, args) for issued, tool, args, _ in self._actions]
 
     def _own_actions(self) -> tuple:
-        """The actions, with every observation the result's own: a read of the
-        fast path shares its fold with the world's memo, so it is copied here,
-        lest editing a result change a later episode."""
+        """The actions, with every observation the result's own: a read of the fast path shares its
+        fold with the world's memo, so it is copied here, lest editing a result change a later episode."""
         acts = self._actions
         if self._shared:
             acts = list(acts)
@@ -425,11 +419,16 @@ class FinalityEnv:
 
 @lru_cache(maxsize=65536)
 def reference_position(task: Task, costs: Costs) -> float:
-    """The privileged reference's position: `oracle_plan` played on the task.
+    """The privileged reference's position: `oracle_plan` played on the task, priced under `costs`.
 
-    The oracle reads nothing, so faults cannot move it: it is computed once per
-    (task, costs) under no faults.
+    The oracle reads nothing, so faults cannot move it: it is played once per task and what
+    it sees of the costs (`Costs.simulated`), under no faults; other prices re-price its money.
     """
+    return price(_reference_money(task, costs.simulated()), costs).position
+
+
+@lru_cache(maxsize=65536)
+def _reference_money(task: Task, costs: Costs) -> Money:
     env = FinalityEnv(task, 0, FaultProfile.none(), costs)
     order = env.reset()["order_id"]
     # the plan's calls are well-formed: the fast path plays them as `step` would
@@ -437,12 +436,12 @@ def reference_position(task: Task, costs: Costs) -> float:
         env._call(tool, {"order_id": order, **args})
     while not env.done:
         env._call("close", {"order_id": order})
-    return env.outcome().position
+    return settle_money(task, env.world.captures, env.disposition, env.disposition_t, len(env.other_effects))
 
 
 def clear_memos() -> None:
-    """Forget the environment's memos (worlds with their folds and draws, settled
-    outcomes, reference positions). No result depends on them."""
+    """Forget the environment's memos (worlds, folds, draws, outcomes, the reference's). No result depends on them."""
     clear_worlds()
     _OUTCOMES.clear()
     reference_position.cache_clear()
+    _reference_money.cache_clear()

@@ -1,5 +1,4 @@
-"""publish and claims (issue 7): stamped tables, figures and claim records; claim verdicts."""
-import math
+"""publish and claims (issue 7): stamped tables, figures and claim records (verdicts: test_paper_claims.py)."""
 
 import pandas as pd
 import pytest
@@ -24,8 +23,9 @@ def test_publish_stamps_tables_figures_and_claims(tmp_path):
     assert png.suffix == ".png" and pdf.suffix == ".pdf"
     assert png.read_bytes().startswith(b"\x89PNG") and pdf.read_bytes().startswith(b"%PDF")
     assert any(run.caption() in t.get_text() for t in fig.texts)
-    claims = [CL.numeric("x", "a", "a rate", 50.0, 52.0, source="tables/t.csv", tol=5, unit="%"),
-              CL.qualitative("x", "b", "b holds", False, "no", source="tables/t.csv")]
+    rows = {r.id: r for r in CL.paper_claims()}
+    claims = [CL.decide(rows["headline.gate_exact"], CL.Measure(85.0), "tables/t.csv"),
+              CL.decide(rows["plan_search.beaten_late_chargeback"], CL.Measure(False), "tables/t.csv")]
     paths = fb.publish(claims, "x", run, to=tmp_path)
     assert paths[0].name == "claims_x.csv"
     back = read_table(paths[0])
@@ -34,23 +34,7 @@ def test_publish_stamps_tables_figures_and_claims(tmp_path):
         fb.publish(42, "x", run, to=tmp_path)
 
 
-@pytest.mark.parametrize("ours, kw, verdict", [
-    (85.0, {"ci": (79.9, 90.2)}, "reproduced"),
-    (70.0, {"ci": (79.9, 90.2), "direction": True}, "same direction"),
-    (70.0, {"ci": (79.9, 90.2), "direction": False}, "differs"),
-    (58.0, {"tol": 5.0}, "differs"),
-    (61.0, {"tol": 5.0}, "reproduced"),
-    (None, {"tol": 5.0}, "not run"),
-])
-def test_claim_verdicts(ours, kw, verdict):
-    c = CL.numeric("e", "id", "text", 65.7 if "tol" in kw else 85.4, ours, source="tables/x.csv", **kw)
-    assert c.verdict == verdict
-    assert c.verdict in CL.VERDICTS
-    if ours is None:
-        assert math.isnan(c.ours)
-
-
 def test_claim_ids_are_unique():
-    c = CL.qualitative("e", "a", "t", True, "m", source="s")
+    c = CL.decide(CL.paper_claims("plan_search")[0], CL.Measure(2))
     with pytest.raises(ValueError, match="repeat"):
         CL.claims_frame([c, c])

@@ -4,6 +4,7 @@ import pytest
 
 import finbench as fb
 from finbench.sim import constants as C
+from finbench.analysis.claims import paper_claims
 from finbench.experiments import ablation as A
 
 
@@ -78,17 +79,133 @@ def test_families_table_counts_changed_decisions(small):
     assert fam.loc[("loss", "optimistic"), "alone"] == pytest.approx(alone)
 
 
-def test_claims_come_from_the_tables(small):
+@pytest.fixture(scope="module")
+def tabs(small):
     run, df = small
-    tables = A.tables(df, run)
-    assert tuple(tables) == A.TABLES
-    claims = A.claims(tables)
-    ids = [c.id for c in claims]
-    assert len(ids) == len(set(ids)) and "sop_interaction" in ids
-    changed = tables["interaction"].copy()
-    changed.loc[changed.policy == "sop", "interaction"] = -13.0
-    again = {c.id: c for c in A.claims({**tables, "interaction": changed})}
-    assert again["sop_interaction"].ours == -13.0 and again["sop_interaction"].verdict == "reproduced"
+    return A.tables(df, run)
+
+
+def _by_id(tables):
+    return {c.id: c for c in A.claims(tables)}
+
+
+def _row(name):
+    return next(r for r in paper_claims("ablation") if r.name == name)
+
+
+def test_claims_come_from_the_tables_and_name_every_row(tabs):
+    assert tuple(tabs) == A.TABLES
+    names = [r.name for r in paper_claims("ablation")]
+    assert sorted(A.measures(tabs)) == sorted(names)
+    claims = A.claims(tabs)
+    assert [c.id for c in claims] == names and all(c.experiment == "ablation" for c in claims)
+    fires = tabs["table6_firings"].set_index("arm").loc["all"]
+    got = {c.id: c for c in claims}
+    for f in ("loss", "duplicate", "reorder"):
+        assert got[f"fires_{f}"].ours == pytest.approx(fires[f])
+    inter = tabs["interaction"].set_index("policy")
+    assert got["sop_both"].ours == pytest.approx(inter.loc["sop", "both"] - inter.loc["sop", "none"])
+    assert got["react_interaction_negative"].ours == pytest.approx(inter.loc["react", "interaction"])
+    fam = tabs["table6_families"].set_index(["family", "policy"])
+    assert got["majority_vote_duplicate"].ours == pytest.approx(fam.loc[("duplicate", "majority_vote"), "removed"])
+    assert got["gate_flat"].verdict == "reproduced"  # the gate reads only the probe
+
+
+def test_a_planted_interaction_is_decided_by_the_data_row(tabs):
+    row = _row("sop_interaction")
+    inside = row.paper + row.tol / 2
+    changed = tabs["interaction"].copy()
+    changed.loc[changed.policy == "sop", "interaction"] = inside
+    c = _by_id({**tabs, "interaction": changed})["sop_interaction"]
+    assert c.ours == inside and c.verdict == "reproduced" and c.margin == pytest.approx(row.tol / 2)
+    # favours '-': far below the paper keeps "the interaction is negative", far above does not
+    changed.loc[changed.policy == "sop", "interaction"] = row.paper - 3 * row.tol
+    assert _by_id({**tabs, "interaction": changed})["sop_interaction"].verdict == "same direction"
+    changed.loc[changed.policy == "sop", "interaction"] = row.paper + 3 * row.tol
+    assert _by_id({**tabs, "interaction": changed})["sop_interaction"].verdict == "differs"
+
+
+def test_sop_costs_and_firings_have_no_direction(tabs):
+    """Outside the tolerance on either side is "differs": no side keeps a comparison."""
+    for name, col in (("sop_loss", "loss_cost"), ("sop_delay", "delay_cost"), ("sop_both", "both_cost")):
+        row = _row(name)
+        for x, verdict in ((row.paper, "reproduced"), (row.paper * 3, "differs"), (row.paper / 3, "differs")):
+            changed = tabs["interaction"].copy()
+            changed.loc[changed.policy == "sop", col] = x
+            assert _by_id({**tabs, "interaction": changed})[name].verdict == verdict, (name, x)
+    for f in ("loss", "duplicate", "reorder"):
+        row = _row(f"fires_{f}")
+        fr = tabs["table6_firings"].copy()
+        fr.loc[fr.arm == "all", f] = row.paper * 3  # loss still fires most or not: no side test any more
+        assert _by_id({**tabs, "table6_firings": fr})[f"fires_{f}"].verdict == "differs"
+
+
+def test_reorder_changes_nothing_counts_policies_with_a_flipped_disposition(tabs):
+    fam = tabs["table6_families"].copy()
+    reo = fam.family == "reorder"
+    fam.loc[reo, ["flipped_alone_n", "flipped_removed_n"]] = 0
+    c = _by_id({**tabs, "table6_families": fam})["reorder_changes_nothing"]
+    assert (c.ours, c.verdict) == (0, "reproduced")
+    fam.loc[reo & (fam.policy == "sop"), "flipped_removed_n"] = 3
+    fam.loc[reo & (fam.policy == "eager"), "flipped_alone_n"] = 1
+    fam.loc[reo & (fam.policy == A.SOP_REFUND), "flipped_alone_n"] = 5  # not one of the paper's nine
+    fam.loc[(fam.family == "loss") & (fam.policy == "react"), "flipped_alone_n"] = 7  # another family
+    c = _by_id({**tabs, "table6_families": fam})["reorder_changes_nothing"]
+    assert (c.ours, c.verdict, c.margin) == (2, "differs", -2)
+    assert c.measured.startswith("2 of 9 (") and "eager" in c.measured.split(";")[0] and "sop" in c.measured
+
+
+def test_duplicate_and_loss_qualitative_claims_read_the_families_table(tabs):
+    fam = tabs["table6_families"].copy()
+    dup = fam.family == "duplicate"
+    fam.loc[dup, ["flipped_alone_n", "flipped_removed_n"]] = 0
+    fam.loc[dup & (fam.policy == "majority_vote"), "flipped_removed_n"] = 4
+    assert _by_id({**tabs, "table6_families": fam})["duplicate_changes_only_majority_vote"].holds is True
+    fam.loc[dup & (fam.policy == "react"), "flipped_alone_n"] = 1
+    assert _by_id({**tabs, "table6_families": fam})["duplicate_changes_only_majority_vote"].holds is False
+    # loss the costliest family alone for none of the ungated policies: loss does not dominate
+    fam = tabs["table6_families"].copy()
+    fam.loc[fam.family == "loss", "alone"] = -1.0
+    fam.loc[fam.family == "delay", "alone"] = 50.0
+    c = _by_id({**tabs, "table6_families": fam})["loss_dominates"]
+    assert c.holds is False and c.verdict == "differs"
+    fam.loc[fam.family == "loss", "alone"] = 100.0
+    assert _by_id({**tabs, "table6_families": fam})["loss_dominates"].holds is True
+
+
+def test_react_and_reflection_interactions_are_tested_below_zero(tabs):
+    changed = tabs["interaction"].copy()
+    changed.loc[changed.policy == "react", "interaction"] = 0.5
+    changed.loc[changed.policy == "reflection", "interaction"] = -0.5
+    got = _by_id({**tabs, "interaction": changed})
+    assert got["react_interaction_negative"].verdict == "differs"
+    assert got["react_interaction_negative"].margin == pytest.approx(-0.5)
+    assert got["reflection_interaction_negative"].verdict == "reproduced"
+
+
+def test_a_missing_policy_or_arm_is_not_run(tabs):
+    t = dict(tabs)
+    t["interaction"] = tabs["interaction"][~tabs["interaction"].policy.isin(["sop", "react"])]
+    t["table6"] = tabs["table6"][tabs["table6"].policy != A.GATE]
+    t["table6_families"] = tabs["table6_families"][tabs["table6_families"].policy != "majority_vote"]
+    t["table6_firings"] = tabs["table6_firings"][tabs["table6_firings"].arm != "all"]
+    got = _by_id(t)
+    not_run = {"sop_loss", "sop_delay", "sop_both", "sop_interaction", "react_interaction_negative", "gate_flat",
+               "majority_vote_duplicate", "duplicate_changes_only_majority_vote", "fires_loss", "fires_duplicate",
+               "fires_reorder"}
+    assert {i for i, c in got.items() if c.verdict == "not run"} == not_run
+    # a corpus on which no policy but the gate ran: every claim that needs another is not run
+    only_gate = {s: (d[d.policy == A.GATE] if "policy" in d else d) for s, d in tabs.items()}
+    got = _by_id(only_gate)
+    assert got["gate_flat"].verdict == "reproduced" and got["loss_dominates"].verdict == "not run"
+    assert got["reorder_changes_nothing"].ours == 0  # the gate alone: computable, and nothing flips
+
+
+def test_gate_flat_fails_if_the_gate_moved(tabs):
+    t6 = tabs["table6"].copy()
+    i = t6.index[t6.policy == A.GATE][1]
+    t6.loc[i, "mean_gap"] += 1.0
+    assert _by_id({**tabs, "table6": t6})["gate_flat"].verdict == "differs"
 
 
 def test_sop_fallback_knob():

@@ -4,6 +4,7 @@ import pytest
 
 import finbench as fb
 from finbench.analysis import metrics as M
+from finbench.analysis.claims import paper_claims
 from finbench.experiments import cost_sweep as S
 from finbench.running.run import clear_memo
 from finbench.analysis import ordering
@@ -48,12 +49,37 @@ def test_orderings_margins_and_swaps_come_from_the_gaps(table):
     assert first.configurations_swapped == sum(o.index(first.better) > o.index(first.worse) for o in orders)
 
 
-def test_claims_read_the_table(table):
+def _claims(t):
+    return {x.id: x for x in S.claims({"cost_sweep": t})}
+
+
+def test_claims_read_the_table_and_name_every_row(table):
     _, t = table
-    c = {x.id: x for x in S.claims({"cost_sweep": t})}
-    assert c["ordering_stable"].ours == t.same_as_default.sum()
+    names = [r.name for r in paper_claims("cost_sweep")]
+    assert sorted(S.measures({"cost_sweep": t})) == sorted(names)
+    claims = S.claims({"cost_sweep": t})
+    assert [c.id for c in claims] == names  # headline_robust (a duplicate of gate_ahead_everywhere) is gone
+    c = {x.id: x for x in claims}
+    assert c["ordering_stable"].ours == (t.ordering == t.ordering[(t.cogs_rate == 0.6) & (t.dispute_fee == 25)
+                                                                   & (t.escalation_cost == 18)].iloc[0]).sum()
+    assert c["gate_ahead_everywhere"].ours == (t.gate_margin > 0).sum()
     flipped = t.assign(gate_ahead=False)
-    assert {x.id: x for x in S.claims({"cost_sweep": flipped})}["gate_ahead_everywhere"].verdict == "differs"
+    assert _claims(flipped)["gate_ahead_everywhere"].verdict == "differs"
+    assert _claims(t.drop(columns=["gate_ahead", "gate_margin"]))["gate_ahead_everywhere"].verdict == "not run"
+
+
+def test_ordering_stable_is_a_count_that_favours_fewer(table):
+    """A count of configurations: equal to the paper's reproduces; fewer keeps "the middle is not stable";
+    more does not."""
+    _, t = table
+    row = next(r for r in paper_claims("cost_sweep") if r.name == "ordering_stable")
+    k = int(row.paper)
+    for n, verdict in ((k, "reproduced"), (k - 3, "same direction"), (k + 3, "differs")):
+        planted = t.assign(same_as_default=[i < n for i in range(len(t))])
+        c = _claims(planted)["ordering_stable"]
+        assert (c.ours, c.verdict, c.margin) == (n, verdict, -abs(n - k)), n
+    c = _claims(t.assign(gate_ahead=[i != 7 for i in range(len(t))]))["gate_ahead_everywhere"]
+    assert (c.ours, c.verdict, c.margin) == (len(t) - 1, "differs", -1)
 
 
 def test_the_table_is_the_orderings_of_the_re_priced_rows(table):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 import finbench as fb
+from finbench.analysis.claims import paper_claims
 from finbench.experiments import model_arm as M
 from finbench.agents.llm import model_dir_name, read_transcript, system_prompt
 from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere, _transcripts_of_a_healthy_run
@@ -45,6 +47,15 @@ def test_ten_plus_episodes_through_the_real_client(run, tmp_path, key, capfd):
     assert row.gate_exact_pct == t5.loc["finality_gate", "exact_pct"]
     claims = {c.id: c for c in M.claims({"table5": t5.reset_index()})}
     assert claims["model_exact"].verdict != "not run" and claims["model_exact"].ours == pytest.approx(row.exact_pct)
+    assert all(c.verdict != "not run" for c in claims.values())
+    # the model-only claims, straight from the replayed episodes
+    by_arch = replayed.groupby("archetype").gap.mean()
+    assert claims["model_zero_gap_archetypes"].ours == int((by_arch < 0.005).sum())
+    halves = replayed[replayed.twin_side.notna()].groupby("twin_side").gap.mean()
+    assert claims["model_settle_twin_asymmetry"].ours == pytest.approx(halves["settle"] - halves["fail"])
+    gate = run.evaluate().set_index(["task_id", "seed"]).loc[list(zip(replayed.task_id, replayed.seed))]
+    assert claims["gate_subset_exact"].ours == pytest.approx(100 * gate.exact.mean())
+    assert claims["gate_subset_gap"].ours == pytest.approx(gate.gap.mean())
     fb.publish(t5.reset_index(), "table5", run, to=tmp_path / "tables", bootstrap=False)
     out = capfd.readouterr()
     _no_key_anywhere(tmp_path, out.out, out.err)
@@ -57,10 +68,63 @@ def test_table5_without_endpoint_or_transcripts(run, tmp_path):
     t5 = tables["table5"]
     assert list(t5["policy"]) == ["finality_gate"]
     claims = {c.id: c for c in M.claims(tables)}
-    assert {claims[i].verdict for i in ("model_exact", "model_gap", "model_probe_use", "model_premature")} == {"not run"}
-    assert claims["gate_subset_exact"].ours == pytest.approx(t5.loc[0, "exact_pct"])
+    # every claim the data lists is there, the model's "not run", the gate's measured on the whole subset
+    assert list(claims) == [r.name for r in paper_claims("model_arm")] and set(M.measures(tables)) == set(claims)
+    assert {c.verdict for i, c in claims.items() if i.startswith("model_")} == {"not run"}
+    assert sum(i.startswith("model_") for i in claims) == 6
+    g = rows["gate"]
+    assert claims["gate_subset_exact"].ours == pytest.approx(100 * g.exact.mean())
+    assert claims["gate_subset_gap"].ours == pytest.approx(g.gap.mean())
+    # the twin halves Table V now carries, from the gate's episodes
+    for side in ("settle", "fail"):
+        half = g[g.twin_side == side]
+        assert t5.loc[0, f"{side}_twin_episodes"] == len(half) > 0
+        assert t5.loc[0, f"{side}_twin_gap"] == pytest.approx(half.gap.mean())
     assert "No model row" in M.notes(t5, run)[0]
     assert M.meta(tables, fb.PUBLIC_SEED, 30, 12, 0)["models"] == "none" and M.figures(rows, run, tables) == {}
+
+
+def _planted() -> pd.DataFrame:
+    """Table V with the gate and two models, every number planted."""
+    base = {"tasks": 10, "wait_use_pct": 0.0, "archetypes": 3, "malformed_calls": 0}
+    return pd.DataFrame([
+        {**base, "policy": M.GATE, "kind": "reference policy", "episodes": 40, "exact_pct": 90.0, "mean_gap": 5.0,
+         "probe_use_pct": 100.0, "premature_pct": 0.0, "zero_gap_archetypes": 3, "zero_gap_list": "a, b, c",
+         "settle_twin_episodes": 4, "fail_twin_episodes": 4, "settle_twin_gap": 1.0, "fail_twin_gap": 3.0,
+         "gate_episodes": 40, "gate_exact_pct": 90.0, "gate_mean_gap": 5.0},
+        {**base, "policy": "m1", "kind": "model", "episodes": 10, "exact_pct": 80.0, "mean_gap": 10.0,
+         "probe_use_pct": 100.0, "premature_pct": 10.0, "zero_gap_archetypes": 2, "zero_gap_list": "a, b",
+         "settle_twin_episodes": 2, "fail_twin_episodes": 2, "settle_twin_gap": 30.0, "fail_twin_gap": 0.0,
+         "gate_episodes": 10, "gate_exact_pct": 100.0, "gate_mean_gap": 2.0},
+        {**base, "policy": "m2", "kind": "model", "episodes": 30, "exact_pct": 40.0, "mean_gap": 20.0,
+         "probe_use_pct": 50.0, "premature_pct": 0.0, "zero_gap_archetypes": 2, "zero_gap_list": "b, c",
+         "settle_twin_episodes": 6, "fail_twin_episodes": 2, "settle_twin_gap": 10.0, "fail_twin_gap": 40.0,
+         "gate_episodes": 30, "gate_exact_pct": 80.0, "gate_mean_gap": 6.0},
+    ])
+
+
+def test_model_claims_pool_the_models_and_the_gate_reads_their_episodes():
+    t5 = _planted()
+    c = {c.id: c for c in M.claims({"table5": t5})}
+    # weighted by episodes: (10 * 80 + 30 * 40) / 40 and so on
+    assert c["model_exact"].ours == pytest.approx(50.0) and c["model_gap"].ours == pytest.approx(17.5)
+    assert c["model_probe_use"].ours == pytest.approx(62.5) and c["model_premature"].ours == pytest.approx(2.5)
+    # the gate on the models' episodes (not its own row over the whole subset)
+    assert c["gate_subset_exact"].ours == pytest.approx(85.0) and c["gate_subset_gap"].ours == pytest.approx(5.0)
+    # zero pooled gap only where every model's gap is zero: b alone
+    assert c["model_zero_gap_archetypes"].ours == 1 and "(b)" in c["model_zero_gap_archetypes"].measured
+    # settle: (2 * 30 + 6 * 10) / 8 = 15; fail: (2 * 0 + 2 * 40) / 4 = 20
+    asym = c["model_settle_twin_asymmetry"]
+    assert asym.ours == pytest.approx(-5.0) and asym.verdict == "differs" and asym.margin == pytest.approx(-5.0)
+    # one model alone: its own numbers
+    one = {c.id: c for c in M.claims({"table5": t5.iloc[:2]})}
+    assert one["model_zero_gap_archetypes"].ours == 2 and one["model_settle_twin_asymmetry"].ours == pytest.approx(30.0)
+    assert one["model_settle_twin_asymmetry"].verdict == "reproduced"
+    assert one["gate_subset_exact"].ours == pytest.approx(100.0)
+    # no model: the model claims are not run, the gate is read on its own row
+    none = {c.id: c for c in M.claims({"table5": t5.iloc[:1]})}
+    assert {v.verdict for k, v in none.items() if k.startswith("model_")} == {"not run"}
+    assert none["gate_subset_exact"].ours == pytest.approx(90.0)
 
 
 def test_stratified_subset_keeps_every_archetype_and_whole_pairs():
@@ -74,20 +138,21 @@ def test_stratified_subset_keeps_every_archetype_and_whole_pairs():
     assert sub.fingerprint != M.stratified_subset(corpus, 60, 1).fingerprint
 
 
-def test_notebook_without_network_or_transcripts_shows_the_gate_row_and_a_note(tmp_path, monkeypatch):
-    from finbench.pipeline import ROOT, run_notebook
+@pytest.mark.xdist_group("notebook-03_model_arm")  # on the worker that executes it for tests/test_notebooks.py
+def test_notebook_without_network_or_transcripts_shows_the_gate_row_and_a_note(executed):
     from finbench.analysis.tables import read_table
+    from tests.test_notebooks import NOTEBOOKS
 
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    params = {"n_tasks": 30, "subset_size": 12, "tables_dir": str(tmp_path / "tables"),
-              "data_dir": str(tmp_path / "data"), "cache_dir": str(tmp_path / "cache")}
-    run_notebook(ROOT / "notebooks" / "03_model_arm.ipynb", params, out_dir=tmp_path / "nb")
+    # tests/test_notebooks.py's execution: these parameters, no OPENAI_API_KEY, empty data and cache folders
+    assert NOTEBOOKS["03_model_arm"][0] == {"n_tasks": 30, "subset_size": 12}
+    tmp_path = executed("03_model_arm")
     t5 = read_table(tmp_path / "tables" / "table5.csv")
     assert list(t5["policy"]) == ["finality_gate"]
     md = (tmp_path / "tables" / "table5.md").read_text()
     assert "**No model row: no model was run.**" in md and fb.make_corpus(n_tasks=30).fingerprint in md
     claims = read_table(tmp_path / "tables" / "claims_model_arm.csv").set_index("id")
-    assert (claims.loc[["model_exact", "model_gap", "model_probe_use", "model_premature"], "verdict"] == "not run").all()
+    assert (claims.loc[[i for i in claims.index if i.startswith("model_")], "verdict"] == "not run").all()
+    assert list(claims.index) == [r.name for r in paper_claims("model_arm")]
     assert claims.loc["gate_subset_exact", "ours"] == pytest.approx(t5.loc[0, "exact_pct"])
     assert not (tmp_path / "data" / "model_runs").exists()  # nothing was asked, nothing recorded
 

@@ -10,10 +10,9 @@ import pytest
 
 import finbench as fb
 from finbench.sim import constants as C
-from finbench.analysis.claims import VERDICTS, claims_frame, qualitative
+from finbench.analysis.claims import VERDICTS, Claim, claims_frame
 from finbench.experiments import headline as H
 from finbench.experiments import splits as S
-from finbench.pipeline import run_notebook
 from finbench.analysis.tables import read_table
 from finbench.sim.splitseeds import regenerated_seeds, split_seeds
 
@@ -73,7 +72,7 @@ def test_every_corpus_holds_table2_and_the_headline_claims(small):
 
 def _tables(run):
     df = run.evaluate()
-    return {"table2": H.table2(df, run), "table3": H.table3(df), "table3_gap": H.table3_gap(df)}
+    return H.tables(df, run)
 
 
 def _direct(run, seed):
@@ -131,20 +130,29 @@ def test_further_claims_join_on_every_corpus_under_their_experiment():
     calls = []
 
     class Other:
-        """An experiment of the shared shape: tables from the rows, claims from the tables."""
+        """An experiment of the shared shape: episodes from the run, tables from the rows, claims from the tables."""
+
+        @staticmethod
+        def episodes(r):
+            return r.evaluate()
 
         @staticmethod
         def tables(df, r):
-            calls.append(r.corpus.fingerprint)
+            calls.append((r.corpus.fingerprint, len(r.seeds)))
             return {"t": df}
 
         @staticmethod
         def claims(tables):
-            return [qualitative("other", "gate_exact", "a claim sharing an id with the headline's",
-                                bool(tables["t"].exact.mean() > 0), "m", source="tables/x.csv")]
+            holds = bool(tables["t"].exact.mean() > 0)
+            nan = float("nan")
+            return [Claim("other", "gate_exact", "a claim sharing an id with the headline's", nan, nan, nan, nan,
+                          holds, "reproduced" if holds else "differs", "holds", "m", "tables/x.csv")]
 
     _, verdicts = S.across(run, split_seeds(1), H, also=(Other,))
-    assert len(calls) == 3 and len(set(calls)) == 3
+    assert len(calls) == 3 and len({c[0] for c in calls}) == 3 and {c[1] for c in calls} == {2}
+    calls.clear()
+    S.across(run, split_seeds(1), H, also=((Other, 1),))  # one seed on the regenerated corpora, all on the public
+    assert [c[1] for c in calls] == [2, 1, 1]
     counts = S.claim_counts(verdicts)
     assert counts[counts.experiment == "other"].id.tolist() == ["gate_exact"]
     assert counts.groupby("experiment").size().to_dict() == {"headline": len(H.claims(_tables(run))), "other": 1}
@@ -189,15 +197,16 @@ def test_claims_across_corpora_follow_the_majority():
 # --- the notebook ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def notebook(tmp_path_factory):
-    out = tmp_path_factory.mktemp("splits-nb")
-    run_notebook(ROOT / "notebooks" / "10_splits.ipynb",
-                 {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1, "n_splits": N_SPLITS,
-                  "cache_dir": str(out / "cache"), "tables_dir": str(out / "tables"),
-                  "figures_dir": str(out / "figures")}, out_dir=out / "nb")
-    return out
+def notebook(executed):
+    """The notebook's execution by tests/test_notebooks.py (the same parameters; run once per session)."""
+    from tests.test_notebooks import NOTEBOOKS
+
+    assert NOTEBOOKS["10_splits"][0] == {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1,
+                                         "n_splits": N_SPLITS}
+    return executed("10_splits")
 
 
+@pytest.mark.xdist_group("notebook-10_splits")  # on the worker that executes it for tests/test_notebooks.py
 def test_notebook_tables_agree_with_each_other(notebook):
     t = notebook / "tables"
     values, verdicts = read_table(t / "splits_corpora.csv"), read_table(t / "splits_verdicts.csv")

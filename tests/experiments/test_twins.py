@@ -7,7 +7,7 @@ import pytest
 
 import finbench as fb
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import VERDICTS
+from finbench.analysis.claims import VERDICTS, paper_claims
 from finbench.experiments import twins as T
 from finbench.analysis import ordering
 
@@ -118,43 +118,94 @@ def test_rankings_and_their_disagreements(small):
 
 
 def test_claims_are_valid_records_read_from_the_table(small):
-    _, _, t4 = small
+    _, df, t4 = small
     cl = T.claims({"table4": t4})
     ids = [c.id for c in cl]
-    assert len(ids) == len(set(ids)) == 8
+    # exactly the claims the data lists for the twins, in its order
+    assert ids == [r.name for r in paper_claims("twins")] and len(ids) == len(set(ids))
+    assert set(T.measures({"table4": t4})) == set(ids)
     assert all(c.verdict in VERDICTS and c.experiment == "twins" and c.source == "tables/table4.csv" for c in cl)
     by = {c.id: c for c in cl}
     t = t4.set_index("policy")
     assert by["optimistic_paired_loss"].ours == pytest.approx(t.loc["optimistic", "paired_loss"])
     assert by["optimistic_settle_half"].ours == pytest.approx(t.loc["optimistic", "settle_gap"])
+    assert by["optimistic_fail_half"].ours == pytest.approx(t.loc["optimistic", "fail_gap"])
     assert by["gate_paired_loss"].ours == pytest.approx(t.loc["finality_gate", "paired_loss"])
-    assert by["optimistic_premature_twins"].ours == pytest.approx(t.loc["optimistic", "premature_pct"])
     assert by["rank_disagreements"].ours == T.rankings(t4)["disagreements"]
+    # the worst place by paired loss, counted from the worst, straight from the episodes
+    loss = df[df.twin_side.notna()].groupby("policy").gap.mean()
+    place = 1 + int((loss.drop("optimistic") >= loss["optimistic"]).sum())
+    assert by["optimistic_worst_paired_loss"].ours == place
 
     # change the table, and ours changes with it
     edited = t4.copy()
     i = edited.index[edited.policy == "optimistic"][0]
     edited.loc[i, "paired_loss"] = 253.53
-    edited.loc[i, "exact_pct"] = 0.0
     after = {c.id: c for c in T.claims({"table4": edited})}
     assert after["optimistic_paired_loss"].ours == 253.53
     assert after["optimistic_paired_loss"].verdict == "reproduced"
-    assert after["optimistic_second_by_accuracy"].holds is False
-    assert after["optimistic_second_by_accuracy"].verdict == "differs"
     assert after["rank_disagreements"].ours == T.rankings(edited)["disagreements"]
     edited.loc[i, "paired_loss"] = 10_000.0
-    worst = {c.id: c for c in T.claims({"table4": edited})}["optimistic_paired_loss"]
-    assert worst.verdict == "same direction" and "holds" in worst.basis
+    worst = {c.id: c for c in T.claims({"table4": edited})}
+    loss, place = worst["optimistic_paired_loss"], worst["optimistic_worst_paired_loss"]
+    assert loss.verdict == "same direction" and "keeps it" in loss.basis
+    assert place.ours == 1 and place.verdict == "reproduced"
+
+
+def test_the_worst_place_counts_policies_at_or_above_optimistic(small):
+    _, _, t4 = small
+    edited = t4.copy()
+    # two policies above optimistic, one tied with it: third from the worst, and a tie is not the worst
+    loss = dict(zip(edited.policy, np.arange(len(edited), dtype=float)))
+    loss["optimistic"], loss["eager"], loss["random"], loss["sop"] = 100.0, 200.0, 300.0, 100.0
+    edited["paired_loss"] = edited.policy.map(loss)
+    c = {c.id: c for c in T.claims({"table4": edited})}["optimistic_worst_paired_loss"]
+    assert c.ours == 4 and c.verdict == "differs" and c.margin == -3
+    edited.loc[edited.policy == "sop", "paired_loss"] = 99.0
+    edited.loc[edited.policy.isin(["eager", "random"]), "paired_loss"] = 1.0
+    c = {c.id: c for c in T.claims({"table4": edited})}["optimistic_worst_paired_loss"]
+    assert c.ours == 1 and c.verdict == "reproduced"
+    edited.loc[edited.policy == "sop", "paired_loss"] = 100.0  # a tie for the worst place
+    assert {c.id: c for c in T.claims({"table4": edited})}["optimistic_worst_paired_loss"].ours == 2
+
+
+def test_optimistic_premature_is_over_every_episode_not_the_twins(small):
+    _, df, t4 = small
+    t = t4.set_index("policy")
+    every = 100 * df.groupby("policy").premature_irreversible.mean()
+    # Table II's premature-irreversible %, every task and seed, beside the twins' own
+    np.testing.assert_allclose(t4.premature_all_pct, every.reindex(t4.policy).to_numpy(), rtol=1e-12)
+    c = {c.id: c for c in T.claims({"table4": t4})}["optimistic_premature"]
+    assert c.ours == pytest.approx(every["optimistic"]) and c.unit == "%"
+    assert t.loc["optimistic", "premature_pct"] != pytest.approx(every["optimistic"])  # the twins' would differ
+    # the claim reads the every-episode column, not the twins' one
+    edited = t4.copy()
+    edited.loc[edited.policy == "optimistic", "premature_all_pct"] = 66.0
+    edited.loc[edited.policy == "optimistic", "premature_pct"] = 0.0
+    c = {c.id: c for c in T.claims({"table4": edited})}["optimistic_premature"]
+    assert c.ours == 66.0 and c.verdict == "reproduced"
+    edited.loc[edited.policy == "optimistic", "premature_all_pct"] = 50.0
+    assert {c.id: c for c in T.claims({"table4": edited})}["optimistic_premature"].verdict == "differs"
+
+
+def test_rank_disagreements_is_a_count_that_must_equal(small):
+    _, _, t4 = small
+    edited = t4.copy()
+    # paired loss in the order of accuracy: the two rankings agree everywhere
+    edited["paired_loss"] = 100.0 - edited["exact_pct"]
+    c = {c.id: c for c in T.claims({"table4": edited})}["rank_disagreements"]
+    assert T.rankings(edited)["disagreements"] == 0 and c.ours == 0 and c.verdict == "differs"
+    assert c.margin == -next(r.paper for r in paper_claims("twins") if r.name == "rank_disagreements")
 
 
 def test_claims_without_their_policies_are_not_run(small):
     _, _, t4 = small
     cl = T.claims({"table4": t4[~t4.policy.isin(["optimistic", "finality_gate"])]})
     by = {c.id: c.verdict for c in cl}
-    for id in ("optimistic_second_by_accuracy", "optimistic_worst_paired_loss", "optimistic_paired_loss",
-               "optimistic_fail_half", "gate_paired_loss", "optimistic_premature_twins"):
+    for id in ("optimistic_worst_paired_loss", "optimistic_paired_loss", "optimistic_settle_half",
+               "optimistic_fail_half", "gate_paired_loss", "optimistic_premature"):
         assert by[id] == "not run", id
-    assert by["rank_disagreements"] in VERDICTS
+    assert by["rank_disagreements"] in VERDICTS and by["rank_disagreements"] != "not run"
 
 
 def test_markdown_and_notes(small):

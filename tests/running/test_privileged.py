@@ -49,5 +49,5 @@ def test_a_told_policy_is_left_out_of_unprivileged_claims():
     assert claims["gate_exact"].verdict == blind["gate_exact"].verdict
     t4 = twins.tables(headline.episodes(run), run)["table4"].set_index("policy")
     assert bool(t4.loc["peeker", "privileged"])
-    second = {c.id: c for c in twins.claims({"table4": t4.reset_index()})}["optimistic_second_by_accuracy"]
-    assert "peeker" not in second.measured
+    second = claims["optimistic_second"]  # its place by exact rate among the unprivileged
+    assert second.measured.startswith("by exact:") and "peeker" not in second.measured

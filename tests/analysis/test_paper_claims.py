@@ -1,0 +1,160 @@
+"""The paper's claims as data (issue 21): `data/paper_claims.csv`, the fixed tests that decide a claim,
+and the rule that no paper number lives in the package's code."""
+import csv
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from finbench.analysis.claims import (PAPER_CLAIMS, SCOPES, TESTS, Measure, claims_of, decide, paper_claims)
+from finbench.errors import FinbenchError
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS = paper_claims()
+BY_ID = {r.id: r for r in ROWS}
+
+
+def test_the_data_lists_every_claim_once_with_a_scope():
+    assert len(ROWS) >= 45 and len(BY_ID) == len(ROWS)
+    assert {r.scope for r in ROWS} == set(SCOPES)
+    assert sum(r.scope == "paper" for r in ROWS) >= 45
+    for r in ROWS:
+        assert r.claim and r.section and r.test in TESTS
+        if r.scope == "paper":
+            assert r.quote, f"{r.id}: a claim of the paper quotes it"
+        if r.scope == "by construction":
+            assert r.note, f"{r.id}: say why it is true by construction"
+
+
+def test_the_audit_s_missing_claims_are_present_and_its_duplicates_are_gone():
+    for cid in ("headline.react_reflection_not_separable", "headline.lost_settlement_losers",
+                "headline.unresolvable_gamblers", "headline.episodes", "model_arm.model_zero_gap_archetypes",
+                "model_arm.model_settle_twin_asymmetry"):
+        assert cid in BY_ID
+    for gone in ("headline.optimistic_second_by_accuracy", "twins.optimistic_second_by_accuracy",
+                 "cost_sweep.headline_robust", "headline.gate_passk_flat", "headline.reference_premature"):
+        assert gone not in BY_ID
+    for cid in ("tuning.tuning_improves_public", "plan_search.reference_premature", "plan_search.reference_beaten",
+                "headline.episodes", "ablation.gate_flat"):
+        assert BY_ID[cid].scope == "by construction"
+    assert BY_ID["twins.optimistic_premature"].note  # over tasks, as the paper says
+
+
+def _literals(row: dict) -> set[str]:
+    """The paper's non-integer numbers of a row, as written there."""
+    out = set()
+    for col in ("paper", "paper_lo", "paper_hi"):
+        text = row[col].strip()
+        if text and not float(text).is_integer() and abs(float(text)) >= 1:
+            out.add(text)
+    return out
+
+
+def test_no_paper_number_is_written_in_the_package():
+    with open(PAPER_CLAIMS, newline="", encoding="utf-8") as f:
+        numbers = set().union(*(_literals(r) for r in csv.DictReader(f)))
+    assert {"85.4", "31.37", "-96.81", "245.16", "253.53", "21.41"} <= numbers  # the check has something to find
+    found = []
+    for path in sorted((ROOT / "finbench").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for x in numbers:
+            for variant in {x, x.lstrip("-")}:
+                if re.search(rf"(?<![\d.]){re.escape(variant)}(?![\d])", text):
+                    found.append(f"{path.relative_to(ROOT)}: {variant}")
+    assert not found, found
+
+
+def _row(**kw) -> dict:
+    row = dict(id="x.y", section="s", scope="paper", kind="level", quote="q", claim="c", unit="$", paper="10",
+               paper_lo="", paper_hi="", test="tolerance", tol="25%", favours="", comparison="", note="")
+    row.update(kw)
+    return row
+
+
+def _load(tmp_path, *rows):
+    path = tmp_path / "claims.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return paper_claims(path=path)
+
+
+@pytest.mark.parametrize("bad, says", [
+    (dict(tol="30%"), "TOLERANCE_RULES"), (dict(tol="5"), "for % only"), (dict(scope="mine"), "scope"),
+    (dict(test="close_enough"), "test"), (dict(paper=""), "paper's value"), (dict(id="nodot"), "<experiment>.<name>"),
+    (dict(test="interval", tol="", paper_lo="11", paper_hi="12"), "paper_lo <= paper"),
+    (dict(test="equal"), "only the tolerance test takes tol"), (dict(favours="up"), "favours"),
+])
+def test_a_bad_row_is_refused_naming_it(tmp_path, bad, says):
+    with pytest.raises(FinbenchError, match=re.escape(says)):
+        _load(tmp_path, _row(**bad))
+
+
+def test_a_repeated_id_is_refused(tmp_path):
+    with pytest.raises(FinbenchError, match="repeat"):
+        _load(tmp_path, _row(), _row())
+
+
+def _decide(tmp_path, m, **kw):
+    return decide(_load(tmp_path, _row(**kw))[0], m)
+
+
+@pytest.mark.parametrize("kw, value, verdict, margin", [
+    # tolerance: 25% of 10 = 2.5 either side
+    (dict(), 12.0, "reproduced", 0.5), (dict(), 7.4, "differs", -0.1),
+    (dict(favours="-", comparison="less is better"), 7.4, "same direction", -0.1),
+    (dict(favours="+", comparison="more is better"), 7.4, "differs", -0.1),
+    (dict(unit="%", tol="5"), 14.0, "reproduced", 1.0),
+    # interval [8, 11]
+    (dict(test="interval", tol="", paper_lo="8", paper_hi="11"), 10.5, "reproduced", 0.5),
+    (dict(test="interval", tol="", paper_lo="8", paper_hi="11", favours="+"), 12.0, "same direction", -1.0),
+    (dict(test="equal", tol=""), 10.0, "reproduced", 0.0), (dict(test="equal", tol=""), 9.0, "differs", -1.0),
+    (dict(test="at_least", tol=""), 10.0, "reproduced", 0.0), (dict(test="at_most", tol=""), 10.5, "differs", -0.5),
+    (dict(test="below", tol=""), 10.0, "differs", 0.0), (dict(test="above", tol=""), 10.25, "reproduced", 0.25),
+])
+def test_each_test_decides_with_its_margin(tmp_path, kw, value, verdict, margin):
+    c = _decide(tmp_path, Measure(value), **kw)
+    assert (c.verdict, c.margin) == (verdict, pytest.approx(margin))
+
+
+def test_the_zero_tests_read_ours_interval(tmp_path):
+    inc = dict(test="includes_zero", tol="", paper="0")
+    assert _decide(tmp_path, Measure(3.0, -1.0, 5.0), **inc).verdict == "reproduced"
+    c = _decide(tmp_path, Measure(3.2, 1.1, 5.8), **inc)
+    assert (c.verdict, c.margin) == ("differs", pytest.approx(-1.1))
+    exc = dict(test="excludes_zero", tol="", paper="-1")
+    c = _decide(tmp_path, Measure(-8.0, -12.0, -2.0), **exc)
+    assert (c.verdict, c.margin) == ("reproduced", pytest.approx(2.0))
+    assert _decide(tmp_path, Measure(-8.0, -20.0, 4.0), **exc).verdict == "same direction"  # the sign only
+    assert _decide(tmp_path, Measure(1.5, -20.0, 24.0), **exc).verdict == "differs"
+    with pytest.raises(FinbenchError, match="interval of ours"):
+        _decide(tmp_path, Measure(1.0), **exc)
+
+
+def test_holds_and_not_run(tmp_path):
+    hold = dict(test="holds", tol="", paper="", kind="qualitative")
+    assert _decide(tmp_path, Measure(True), **hold).verdict == "reproduced"
+    c = _decide(tmp_path, Measure(False), **hold)
+    assert c.verdict == "differs" and math.isnan(c.margin)
+    assert _decide(tmp_path, Measure(None)).verdict == "not run"
+
+
+def test_the_code_can_neither_drop_nor_add_a_claim():
+    names = [r.name for r in paper_claims("headline")]
+    assert len(names) > 10
+    every = {n: Measure(None) for n in names}
+    assert [c.verdict for c in claims_of("headline", every)] == ["not run"] * len(names)
+    with pytest.raises(FinbenchError, match="not measured: " + names[0]):
+        claims_of("headline", {n: m for n, m in every.items() if n != names[0]})
+    with pytest.raises(FinbenchError, match="not in the data: invented"):
+        claims_of("headline", {**every, "invented": Measure(1.0)})
+
+
+def test_every_experiment_in_the_data_measures_its_claims():
+    from finbench.experiments import claims as report
+
+    have = report.modules()
+    for experiment in {r.experiment for r in ROWS}:
+        assert experiment in have and hasattr(have[experiment], "measures"), experiment
