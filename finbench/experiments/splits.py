@@ -1,13 +1,14 @@
 """The headline on many corpora: how far each of its numbers and claims moves between draws of the generator
 (SPEC §10, "splits").
 
-Table II and the claims of the headline (and of the experiments passed as `also`, the twins') are
-recomputed on the public split and on regenerated corpora (`REGEN_SEED` and further ones derived from it,
+Table II and the claims of the headline (and of the experiments passed as `also`: the twins', the
+ablation's and the cost sweep's, these two on one seed a corpus) are recomputed on the public split and on regenerated corpora (`REGEN_SEED` and further ones derived from it,
 `finbench.sim.splitseeds`) by the experiments' own `episodes`, `tables` and `claims`; the notebook passes
 the modules in, since an experiment module never imports another. Notebook `10_splits`:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
-    rows = splits.episodes(run, split_seeds(n_splits, regen_seed), headline, also=(twins,))
+    rows = splits.episodes(run, split_seeds(n_splits, regen_seed), headline,
+                           also=(twins, (ablation, 1), (cost_sweep, 1)))
     tables = splits.tables(rows, run)       # splits, splits_claims, splits_corpora, splits_verdicts
     claims = splits.claims(tables)
 
@@ -86,8 +87,9 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
             cells are the values, and its `claims(tables)` the first claims.
         also: further experiment modules, each through its own `episodes`, `tables` and `claims`, in
             that order after the headline's: a module (its episodes under the run's seeds: the twins',
-            which are the headline's own), or `(module, n)` to use the first n seeds on the regenerated
-            corpora (the public split keeps the run's), for time (e.g. the cost sweep's re-pricing).
+            which are the headline's own), or `(module, n)` to use the run's first n seeds on every
+            corpus, for time (the ablation's fifteen arms; the experiment's own notebook gives its
+            full public-split verdicts).
 
     Returns:
         `(values, verdicts)`. `values`: one row per (corpus, policy), columns `split` (0 the
@@ -114,7 +116,7 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
         _check_cells(t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"}), recs, f"corpus {corpus.fingerprint}")
         for item in also:
             experiment, n = item if isinstance(item, tuple) else (item, None)
-            r_m = r if i == 0 or n is None else r.replace(seeds=r.seeds[:n])
+            r_m = r if n is None else r.replace(seeds=r.seeds[:n])
             tables_m = experiment.tables(experiment.episodes(r_m), r_m)
             recs = pd.concat([recs, claims_frame(experiment.claims(tables_m))], ignore_index=True)
         head = {"split": i, "kind": "public" if i == 0 else "regenerated", "master_seed": corpus.master_seed,

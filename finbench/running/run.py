@@ -175,6 +175,7 @@ def _episodes(run: Run):
 
     parts: dict[int, Any] = {}
     missing = []
+    hits: dict = {}  # simulated costs -> [(i, frame)]: one re-pricing for all of them (pandas costs per call)
     for i, ref in enumerate(run.policies):
         key = _sim_key(run, ref)
         hit = None if key is None else _MEMO.get(key)
@@ -183,7 +184,13 @@ def _episodes(run: Run):
             continue
         _MEMO.move_to_end(key)
         frame, costs = hit
-        parts[i] = reprice(frame, run.corpus, run.costs, costs)
+        hits.setdefault(costs, []).append((i, frame))
+    for costs, items in hits.items():
+        priced = reprice(pd.concat([f for _, f in items], ignore_index=True), run.corpus, run.costs, costs)
+        start = 0
+        for i, frame in items:
+            parts[i] = priced.iloc[start:start + len(frame)].reset_index(drop=True)
+            start += len(frame)
     if missing:
         df = evaluate(run.corpus, [run.policies[i] for i in missing], run.seeds, run.profile, run.costs,
                       n_jobs=run.n_jobs, cache=run.cache, progress=run.progress, probe=run.probe)

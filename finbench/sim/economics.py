@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 
 from finbench.sim import constants as C
 from finbench.errors import check_int, check_real
@@ -32,7 +33,7 @@ class Costs:
     def simulated(self) -> Costs:
         """These costs with SPEC's default prices. Policies see only the call budget and the ticks,
         so an episode plays, and its money ends, the same under both; prices only re-price it."""
-        return replace(Costs(), step_budget=self.step_budget, read_ticks=self.read_ticks, probe_ticks=self.probe_ticks)
+        return _simulated(self)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ class Outcome:
     def breakdown(self) -> dict[str, float]:
         return {"cash": self.cash, "cogs": self.cogs, "liability": self.liability,
                 "dispute_fee": self.dispute_fee, "escalation": self.escalation}
+
+
+@lru_cache(maxsize=1024)
+def _simulated(costs: Costs) -> Costs:  # made once per costs: a re-pricing asks it for every task
+    return replace(Costs(), step_budget=costs.step_budget, read_ticks=costs.read_ticks, probe_ticks=costs.probe_ticks)
 
 
 @dataclass(frozen=True)

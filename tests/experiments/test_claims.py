@@ -31,7 +31,7 @@ def test_the_report_covers_the_papers_claims(rows):
     assert rows.scope.isin(["paper", "by construction", "beyond the paper"]).all() and (rows.scope == "paper").sum() >= 45
     # the headline's and the twins' claims carry their counts over the regenerated corpora
     across = rows[rows.corpora_n > 0]
-    assert set(across.experiment) == {"headline", "twins"}
+    assert set(across.experiment) == {"headline", "twins", "ablation", "cost_sweep"}
     assert (across.corpora_holds <= across.corpora_direction).all() and (across.corpora_direction <= across.corpora_n).all()
     single = rows.loc[rows.corpora_n == 0, "corpora_verdict"]
     assert len(single) > 0
