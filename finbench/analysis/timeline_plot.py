@@ -168,6 +168,8 @@ def plot_timeline(events: pd.DataFrame, ax=None, *, legend: bool = True, title: 
     p = _palette()
     lo, hi = xlim if xlim is not None else _extent(events)
     _draw_frame(ax, events, p, lo, hi)
+    meta, events = events, events.copy(deep=False)
+    events.attrs = {}  # pandas deep-copies attrs (the episode's result) into every slice and row
     # label geometry, from the axes' current width (a little under: layout may still shrink it)
     px_per_tick = max(ax.get_window_extent().width * 0.9 / (hi - lo), 1e-6)
     geometry = (px_per_tick, ax.figure.dpi, hi - 2 / px_per_tick)
@@ -176,8 +178,8 @@ def plot_timeline(events: pd.DataFrame, ax=None, *, legend: bool = True, title: 
     agent = events[events.lane == "agent"]
     _draw_reads(ax, agent, p)
     _draw_calls(ax, agent, p, geometry)
-    if title and events.attrs:
-        ax.set_title(_title(events), fontsize=7.5, loc="left")
+    if title and meta.attrs:
+        ax.set_title(_title(meta), fontsize=7.5, loc="left")
     if legend:
         hs, ls = legend_handles()
         ax.legend(hs, ls, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4, fontsize=6, frameon=False,
