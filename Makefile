@@ -7,7 +7,7 @@ export PYTHONPATH := $(CURDIR)
 export SOURCE_DATE_EPOCH := 0
 export MPLBACKEND := Agg
 
-.PHONY: all venv test reproduce check bench lab mutate clean
+.PHONY: all venv test reproduce check bench lab eval mutate clean
 
 all: test
 
@@ -38,6 +38,14 @@ check: $(STAMP)
 # episodes per second over the full corpus x 5 seeds, one process
 bench: $(STAMP)
 	$(PY) -m finbench.bench
+
+# your agent beside the nine, its report card in build/eval/<name>/ (python -m finbench eval --help):
+# `make eval AGENT=my_agent.py:MyAgent EVAL_ARGS="--n-tasks 30 --seeds 2"`
+AGENT ?=
+EVAL_ARGS ?=
+eval: $(STAMP)
+	@test -n '$(AGENT)' || { echo 'make eval: give AGENT=PATH.py:NAME (or module:NAME), e.g. make eval AGENT=my_agent.py:MyAgent' >&2; exit 64; }
+	$(PY) -m finbench eval '$(AGENT)' $(EVAL_ARGS)
 
 # JupyterLab on the venv's python3 kernel, rooted here; `make lab LAB_PORT=8899` to move it.
 # MPLBACKEND is dropped so that kernels show figures inline (Agg is for the batch runs);

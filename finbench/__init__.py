@@ -29,6 +29,9 @@ _EXPORTS = {
     "analysis.claims": ("Claim",),
     "running.reprice": ("reprice",),
     "analysis.timeline_plot": ("draw_timeline", "timeline_figure"),
+    "analysis.explorer_widget": ("explorer",),
+    "running.inspect_task": ("inspect_task",),
+    "card": ("ReportCard", "card_of", "report_card"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

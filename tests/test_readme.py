@@ -72,7 +72,7 @@ def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
     from tests.agents.test_llm import Loopback
 
     python = [code for lang, code in BLOCKS if lang == "python"]
-    assert len(python) == 6
+    assert len(python) == 7
     server = Loopback()
     monkeypatch.setenv("FINBENCH_BASE_URL", server.base_url)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -80,7 +80,7 @@ def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
         seen = [_run(code, user) for code in python]
     finally:
         server.close()
-    own, layer_own, model, grade, dask, layer = seen
+    own, layer_own, model, grade, dask, explore, layer = seen
     out = capsys.readouterr().out
     assert "patient" in out and "finality_gate" in out
     assert len(own["df"]) == 2 * 321 * 5 and set(own["df"].policy) == {"patient", "finality_gate"}
@@ -92,6 +92,9 @@ def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
     assert model["res"].policy and len(list((user / "data" / "model_runs").rglob("*.jsonl"))) >= 61
     assert grade["verdict"].verdict == "pass" and "pass () all six checks pass" in out  # trace_a, as printed
     assert len(dask["df"]) == 14_445
+    import ipywidgets  # the explorer is a widget (its behaviour: tests/analysis/test_explorer_widget.py)
+
+    assert isinstance(explore["ex"], ipywidgets.Widget) and explore["ex"].draws >= 1
     assert len(layer["rows"]) == 14_445 and set(layer["tables"]) == {"table2", "table3", "table3_gap", "table2_pairs"}
     claims = read_table(user / "tables" / "claims_headline.csv").set_index("id")
     gate_exact = layer["tables"]["table2"].set_index("policy").loc["finality_gate", "exact_pct"]

@@ -99,6 +99,11 @@ class ModelUnavailable(RuntimeError):
     """A response was needed but the agent has no endpoint (replay only) or the request failed."""
 
 
+def brief_message(brief: dict) -> str:
+    """The first user message of a case: the brief, as every model agent is given it."""
+    return "A new case. The brief:\n" + json.dumps(brief, sort_keys=True)
+
+
 class ModelAgent:
     """A policy (`begin(brief)`, `act(observation)`) whose decisions come from a chat-completions model.
 
@@ -275,7 +280,7 @@ class ModelAgent:
         self.malformed = self.requests = self.replayed = 0
         self.messages: list[dict] = [
             {"role": "system", "content": self.prompt},
-            {"role": "user", "content": "A new case. The brief:\n" + json.dumps(brief, sort_keys=True)},
+            {"role": "user", "content": brief_message(brief)},
         ]
         self._sent = 0
         self._pending: list[tuple[str, str | None]] = []  # (tool_call_id, error override) awaiting the observation

@@ -20,7 +20,6 @@ its transcripts; with none, Table V is the gate's row and a note saying so.
 """
 from __future__ import annotations
 
-import hashlib
 import sys
 import warnings
 from pathlib import Path
@@ -30,7 +29,7 @@ import pandas as pd
 
 from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
-from finbench.sim.corpus import Corpus
+from finbench.sim.corpus import stratified_subset  # noqa: F401  (part of this module's API)
 from finbench.agents.llm import ModelAgent, ModelUnavailable, TranscriptWarning, header_model, is_transcript
 from finbench.agents.registry import PolicyRef
 from finbench.running.run import Run, corpus_for
@@ -50,36 +49,6 @@ __all__ = ["CLAIMS", "PUBLISH", "TABLES", "claims", "claims_from_tables", "episo
 
 
 # --- the subset -------------------------------------------------------------------------
-
-def stratified_subset(corpus: Corpus, size: int = 60, seed: int = 0) -> Corpus:
-    """About `size` tasks: every stratum (the archetypes of a unit) kept, twin pairs whole.
-
-    Units are drawn per stratum, proportionally to the stratum's share of the
-    corpus's tasks and at least one unit each, from a generator keyed by
-    (`seed`, "model_arm"); the subset keeps the corpus's task order.
-
-    Raises:
-        ValueError: `size` is not a positive integer.
-    """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"stratified_subset: size must be a positive integer, got {size!r}")
-    by_id = {t.task_id: t for t in corpus.tasks}
-    strata: dict[tuple, list[tuple[str, ...]]] = {}
-    for unit in corpus.units:
-        strata.setdefault(tuple(sorted({by_id[i].archetype for i in unit})), []).append(unit)
-    total = len(corpus)
-    salt = int.from_bytes(hashlib.sha256(b"model_arm").digest()[:4], "big")
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), salt]))
-    chosen: set[str] = set()
-    for key in sorted(strata):
-        units = strata[key]
-        n_tasks = sum(len(u) for u in units)
-        want = max(1, round(size * n_tasks / total / (n_tasks / len(units))))
-        pick = rng.choice(len(units), size=min(want, len(units)), replace=False)
-        for i in sorted(pick):
-            chosen.update(units[i])
-    return Corpus(tuple(t for t in corpus.tasks if t.task_id in chosen), corpus.master_seed)
-
 
 def subset_run(master_seed: int, n_tasks: int, size: int = 60, subset_seed: int = 0, **kw) -> Run:
     """A `Run` of `finality_gate` over `stratified_subset(make_corpus(master_seed, n_tasks), size, subset_seed)`."""

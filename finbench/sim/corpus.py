@@ -8,6 +8,8 @@ from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from finbench.sim import constants as C
 from finbench.errors import check_choice, check_int, check_real, show
 from finbench.files import atomic_write
@@ -316,3 +318,34 @@ def make_task(archetype: str, *, determined_at: int | None = None, order_value: 
 def corpus_for(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS) -> Corpus:
     """`make_corpus`, memoised: runs over one corpus share one object."""
     return make_corpus(master_seed, n_tasks)
+
+
+def stratified_subset(corpus: Corpus, size: int = 60, seed: int = 0) -> Corpus:
+    """About `size` tasks: every stratum (the archetypes of a unit) kept, twin pairs whole.
+
+    Units are drawn per stratum, proportionally to the stratum's share of the
+    corpus's tasks and at least one unit each, from a generator keyed by
+    (`seed`, "model_arm"); the subset keeps the corpus's task order. Table V's
+    subset (the model arm, and the Inspect task that plays its episodes).
+
+    Raises:
+        FinbenchError: `size` is not a positive integer or `seed` a non-negative one.
+    """
+    size = check_int("stratified_subset", "size", size, 1)
+    seed = check_int("stratified_subset", "seed", seed, 0)
+    by_id = {t.task_id: t for t in corpus.tasks}
+    strata: dict[tuple, list[tuple[str, ...]]] = {}
+    for unit in corpus.units:
+        strata.setdefault(tuple(sorted({by_id[i].archetype for i in unit})), []).append(unit)
+    total = len(corpus)
+    salt = int.from_bytes(hashlib.sha256(b"model_arm").digest()[:4], "big")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), salt]))
+    chosen: set[str] = set()
+    for key in sorted(strata):
+        units = strata[key]
+        n_tasks = sum(len(u) for u in units)
+        want = max(1, round(size * n_tasks / total / (n_tasks / len(units))))
+        pick = rng.choice(len(units), size=min(want, len(units)), replace=False)
+        for i in sorted(pick):
+            chosen.update(units[i])
+    return Corpus(tuple(t for t in corpus.tasks if t.task_id in chosen), corpus.master_seed)

@@ -1,0 +1,252 @@
+"""The benchmark as an Inspect AI task, run offline with Inspect's `mockllm/model`.
+
+The scripted models answer from the conversation (the brief in the first user message, then every
+observation a tool returned), so samples run concurrently get the same turns as run alone, and a
+model that plays a policy makes exactly the policy's calls: its episode must be `run_episode`'s.
+Every mock output carries its `usage` (else Inspect counts tokens with tiktoken, which downloads its
+encoding), and a socket guard fails any attempt to reach the network.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import finbench as fb
+from finbench.errors import FinbenchError
+from finbench.experiments.model_arm import subset_run
+from finbench.running.episode import grade_episode
+from finbench.running.inspect_task import STORE_KEY, inspect_task
+from finbench.sim.corpus import stratified_subset as table5_subset
+from finbench.sim.corpus import corpus_for
+from finbench.sim.env import reference_position
+
+inspect_ai = pytest.importorskip("inspect_ai")
+from inspect_ai import eval as inspect_eval  # noqa: E402
+from inspect_ai.model import (ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage,  # noqa: E402
+                              get_model)
+from inspect_ai.tool import ToolCall  # noqa: E402
+
+USAGE = ModelUsage(input_tokens=10, output_tokens=5, total_tokens=15)
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch, tmp_path):
+    """Logs under tmp, Inspect's data dir under tmp, and no socket may connect anywhere."""
+    monkeypatch.setenv("INSPECT_LOG_DIR", str(tmp_path / "logs"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    attempts = []
+
+    def refuse(self, address, *a, **k):
+        attempts.append(address)
+        raise OSError(f"test: no network ({address!r})")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    yield
+    assert not attempts, f"network attempted: {attempts}"
+
+
+def output(calls=(), text="ok") -> ModelOutput:
+    """One reply: the tool calls `calls` ([(tool, args), ...]) or, with none, just `text`; usage included."""
+    msg = ChatMessageAssistant(content=text, model="model", source="generate", tool_calls=[
+        ToolCall(id=f"call-{i}-{tool}", function=tool, arguments=args) for i, (tool, args) in enumerate(calls)] or None)
+    return ModelOutput(model="model", choices=[ChatCompletionChoice(message=msg, stop_reason="tool_calls" if calls
+                                                                    else "stop")], usage=USAGE)
+
+
+def conversation(messages) -> tuple[dict, list[dict]]:
+    """The brief and every tool observation so far, as the scripted models read them."""
+    brief = json.loads(messages[1].text.split("\n", 1)[1])
+    return brief, [json.loads(m.text) for m in messages if m.role == "tool" and m.error is None]
+
+
+class Script:
+    """A small finality-checking agent: probe, wait while unknown, ship if settled, write off if failed."""
+
+    name = "script"
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        caps = (obs.get("result") or {}).get("captures") or []
+        status = {c["id"]: c.get("status") for c in caps}
+        args = {"order_id": self.order}
+        if status.get("cap-1") == "settled":
+            return ("ship" if obs["t"] < 599 else "refund"), args
+        if status.get("cap-1") == "failed":
+            return "write_off", args
+        if obs.get("tool") == "probe_processor":
+            return ("escalate", args) if obs["t"] > 560 else ("wait", {**args, "ticks": 45})
+        return "probe_processor", args
+
+
+def playing(policy_cls):
+    """A mock model whose every reply is the call `policy_cls` makes on the conversation so far."""
+    def reply(messages, tools, tool_choice, config):
+        brief, seen = conversation(messages)
+        policy = policy_cls()
+        policy.begin(brief)
+        call = None
+        for obs in [brief, *seen]:
+            call = policy.act(obs)
+        return output([call])
+    return reply
+
+
+def run(task, custom_outputs, **kw):
+    kw.setdefault("limit", 3)
+    logs = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=custom_outputs), display="none", **kw)
+    assert len(logs) == 1
+    return logs[0]
+
+
+def scores(log) -> dict:
+    return {s.id: s.scores["finbench"] for s in log.samples}
+
+
+def test_importing_the_module_leaves_inspect_unloaded():
+    code = "import sys, finbench.running.inspect_task as m; print('inspect_ai' in sys.modules, m.finbench.__module__)"
+    root = fb.__file__.rsplit("/finbench/", 1)[0]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                         env={**os.environ, "PYTHONPATH": root})
+    assert out.stdout.split() == ["False", "finbench.running.inspect_task"]
+
+
+@pytest.mark.parametrize("n_tasks,size,seed", [(321, 60, 0), (30, 10, 3), (60, 12, 1)])
+def test_table5_subset_is_the_model_arms_draw(n_tasks, size, seed):
+    corpus = corpus_for(fb.PUBLIC_SEED, n_tasks)
+    sub = table5_subset(corpus, size, seed)
+    assert [t.task_id for t in sub] == [t.task_id for t in subset_run(fb.PUBLIC_SEED, n_tasks, size, seed).corpus]
+    assert {t.archetype for t in sub} == {t.archetype for t in corpus}  # every archetype
+    twins = [t for t in sub if t.twin_id]
+    assert twins and all(sum(u.twin_id == t.twin_id for u in twins) == 2 for t in twins)  # pairs whole
+    order = [t.task_id for t in corpus]
+    assert [order.index(t.task_id) for t in sub] == sorted(order.index(t.task_id) for t in sub)
+
+
+def test_samples_are_the_episodes():
+    corpus = fb.make_corpus(n_tasks=9)
+    task = inspect_task(n_tasks=9, seeds=(0, 2), subset="all")
+    samples = list(task.dataset)
+    assert [s.id for s in samples] == [f"{t.task_id}__seed{s}" for t in corpus for s in (0, 2)]
+    first = samples[1]
+    brief = fb.FinalityEnv(corpus.tasks[0], 2).reset()
+    assert first.input == "A new case. The brief:\n" + json.dumps(brief, sort_keys=True)
+    assert first.metadata["reference_position"] == reference_position(corpus.tasks[0], fb.Costs())
+    assert task.metadata["tasks"] == 9 and task.metadata["seeds"] == [0, 2]
+    sub = inspect_task(n_tasks=30, subset_size=8)
+    assert [s.metadata["task_id"] for s in sub.dataset] == [t.task_id for t in table5_subset(corpus_for(
+        fb.PUBLIC_SEED, 30), 8)]
+
+
+def test_a_model_playing_a_policy_scores_as_the_policy_plays():
+    """The acceptance run: tool calls (probe, wait, ship...) through Inspect's tools, scores for every sample,
+    each equal to the same policy's episode played directly."""
+    log = run(inspect_task(n_tasks=9), playing(Script))
+    assert log.status == "success", log.error
+    by_id = {t.task_id: t for t in fb.make_corpus(n_tasks=9)}
+    got = scores(log)
+    assert len(got) == 3
+    for sid, score in got.items():
+        task = by_id[sid.split("__seed")[0]]
+        res = fb.run_episode(task, Script, seed=0)
+        assert score.value == pytest.approx({"gap": res.gap, "exact": float(res.exact),
+                                             "violation": float(grade_episode(task, res.trace)["verdict"]
+                                                                == "violation"),
+                                             "unscorable": 0.0})
+        assert score.answer == res.disposition and score.metadata["n_calls"] == res.n_calls
+        assert score.metadata["ended"] == "case ended" and res.n_calls >= 2
+    means = {s.name: s.metrics["mean"].value for s in log.results.scores}
+    assert means["gap"] == pytest.approx(sum(s.value["gap"] for s in got.values()) / 3)
+    assert set(means) == {"gap", "exact", "violation", "unscorable"}
+
+
+def test_a_model_that_never_calls_a_tool_closes_the_case():
+    log = run(inspect_task(n_tasks=9), [output(text="I will not use tools.") for _ in range(3)])
+    assert log.status == "success", log.error
+    by_id = {t.task_id: t for t in fb.make_corpus(n_tasks=9)}
+    for sid, score in scores(log).items():
+        task = by_id[sid.split("__seed")[0]]
+        res = fb.run_episode(task, _Closer(), seed=0)  # what closing at once gives, played directly
+        assert res.disposition == "close" and res.n_calls == 1
+        assert score.answer == "close" and score.value["gap"] == pytest.approx(res.gap) and res.gap > 0
+        assert score.value["exact"] == 0.0 and score.metadata["ended"] == "no tool call"
+        assert score.metadata["verdict"] == grade_episode(task, res.trace)["verdict"]
+
+
+class _Closer:
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        return "close", {"order_id": self.order}
+
+
+def test_calls_inspect_refuses_still_cost_a_call():
+    """An unknown tool and an out-of-range wait never reach the environment's tools, but each is charged."""
+    def reply(messages, tools, tool_choice, config):
+        brief, _ = conversation(messages)
+        order = brief["order_id"]
+        turn = sum(m.role == "assistant" for m in messages)
+        plan = [[("fly", {"order_id": order})], [("wait", {"order_id": order, "ticks": 0})],
+                [("read_erp", {"order_id": order})]]
+        return output(plan[turn] if turn < len(plan) else ())
+
+    log = run(inspect_task(n_tasks=9, subset="all"), reply, limit=1)
+    sample = log.samples[0]
+    refusals = [m for m in sample.messages if m.role == "tool" and m.error is not None]
+    assert len(refusals) == 2
+    read = json.loads([m for m in sample.messages if m.role == "tool" and m.error is None][0].text)
+    assert read["tool"] == "read_erp" and read["calls_left"] == 40 - 3
+    ep = sample.store[STORE_KEY]
+    assert ep["refused_calls"] == 2 and ep["n_calls"] == 4 and ep["disposition"] == "close"  # 2 refused, read, close
+
+
+def test_a_sample_stopped_by_a_limit_is_still_closed_and_scored():
+    def reads(messages, tools, tool_choice, config):
+        brief, _ = conversation(messages)
+        return output([("read_bank", {"order_id": brief["order_id"]})])
+
+    log = run(inspect_task(n_tasks=9), reads, limit=1, message_limit=6)
+    ep = log.samples[0].store[STORE_KEY]
+    assert ep["ended"] == "limit or error" and ep["disposition"] == "close"
+    assert 1 <= ep["n_calls"] < 40 and "finbench" in log.samples[0].scores
+
+
+@pytest.mark.parametrize("kw,word", [({"subset": "most"}, "subset"), ({"seeds": []}, "seeds"),
+                                     ({"n_tasks": 0}, "n_tasks"), ({"seeds": 3}, "seeds"),
+                                     ({"subset_size": 0}, "size")])
+def test_bad_arguments_name_themselves(kw, word):
+    with pytest.raises(FinbenchError, match=word):
+        inspect_task(**{"n_tasks": 9, **kw})
+
+
+def test_the_inspect_eval_command_line(monkeypatch, tmp_path):
+    """`inspect eval finbench/running/inspect_task.py@finbench --model mockllm/model -T ...`, in process: the
+    mock's default reply (no tool call) is given a usage, as no reply from the command line can carry one."""
+    from click.testing import CliRunner
+    from inspect_ai._cli.main import inspect
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.model._providers.mockllm import MockLLM
+
+    async def usage(self, out, input, tools):
+        out.usage = USAGE
+
+    monkeypatch.setattr(MockLLM, "_ensure_default_usage", usage)
+    monkeypatch.chdir(fb.__file__.rsplit("/finbench/", 1)[0])
+    logs = tmp_path / "cli"
+    res = CliRunner().invoke(inspect, ["eval", "finbench/running/inspect_task.py@finbench", "--model",
+                                       "mockllm/model", "-T", "n_tasks=9", "-T", "seeds=[0,1]", "--limit", "3",
+                                       "--display", "none", "--log-format", "json", "--log-dir", str(logs)])
+    assert res.exit_code == 0, res.output
+    log = read_eval_log(glob.glob(str(logs / "*.json"))[0])
+    assert log.status == "success" and log.eval.task == "finbench"
+    assert log.eval.task_args["seeds"] == [0, 1]
+    assert [s.id for s in log.samples] == ["ord-0001__seed0", "ord-0001__seed1", "ord-0002__seed0"]
+    assert all(s.scores["finbench"].answer == "close" for s in log.samples)

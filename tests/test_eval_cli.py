@@ -1,0 +1,296 @@
+"""`python -m finbench eval AGENT` (issue 22): a report card for a user's agent, and one line for each bad input."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import finbench as fb
+from finbench.agents.registry import DEFAULT_POLICIES
+from finbench.analysis.tables import read_table
+from finbench.cli import main
+from finbench.grading import CHECKS
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+AGENTS = '''
+class Patient:
+    """Ship once the processor reports the capture settled; escalate near the deadline."""
+    name = "patient"
+    def begin(self, brief):
+        self.order = brief["order_id"]
+    def act(self, obs):
+        caps = (obs.get("result") or {}).get("captures", [])
+        if any(c["status"] == "settled" for c in caps):
+            return "ship", {"order_id": self.order}
+        if obs["t"] > 590:
+            return "escalate", {"order_id": self.order}
+        return "probe_processor", {"order_id": self.order}
+
+class Boom(Patient):
+    name = "boom"
+    def act(self, obs):
+        if obs["t"] > 125:
+            raise ValueError("no luck")
+        return super().act(obs)
+
+class LateBoom(Patient):
+    """Fine on the first task; raises on ord-0025 (in a worker process when run in parallel)."""
+    name = "late_boom"
+    def act(self, obs):
+        if self.order == "ord-0025":
+            raise KeyError("late")
+        return super().act(obs)
+
+class Shout(Patient):
+    name = "shout"
+    def act(self, obs):
+        return "ship"
+
+class Fussy(Patient):
+    name = "fussy"
+    def __init__(self):
+        raise RuntimeError("no constructor today")
+
+class Gate(Patient):
+    name = "finality_gate"
+
+class NoAct:
+    def begin(self, brief):
+        pass
+
+def needs(x):
+    return Patient()
+
+def factory():
+    return Patient()
+
+LIMIT = 3
+'''
+
+
+@pytest.fixture()
+def agents(tmp_path: Path) -> Path:
+    path = tmp_path / "agents.py"
+    path.write_text(AGENTS)
+    return path
+
+
+def run_eval(capsys, *args) -> tuple[int, str, str]:
+    code = main(["eval", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_readme_patient_card(agents, tmp_path, capsys):
+    """The acceptance run: the README's Patient at 30 tasks x 2 seeds, well under a minute, naming the agent,
+    the gate and violations; every number checked against the rows it wrote or a separate evaluation."""
+    out_dir = tmp_path / "card"
+    start = time.monotonic()
+    code, out, err = run_eval(capsys, f"{agents}:Patient", "--n-tasks", "30", "--seeds", "2", "--n-jobs", "2",
+                              "--no-cache", "--out", out_dir)
+    took = time.monotonic() - start
+    assert code == 0, err
+    assert took < 60
+    report = (out_dir / "report.md").read_text()
+    assert report.startswith("# Report card: patient")
+    assert "finality_gate" in report and "violation" in report and "**patient**" in report
+    assert (out_dir / "worst_twin_pair.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![worst twin pair](worst_twin_pair.png)" in report
+
+    rows = read_table(out_dir / "rows.csv")
+    assert len(rows) == 30 * 2 and set(rows["policy"]) == {"patient"}
+    # the same episodes as evaluating Patient alone (a separate run, no cache)
+    ns: dict = {}
+    exec(AGENTS, ns)
+    alone = fb.evaluate(fb.make_corpus(n_tasks=30), [ns["Patient"]], seeds=range(2), cache=False)
+    assert rows["gap"].tolist() == pytest.approx(alone["gap"].tolist())
+    assert rows["verdict"].tolist() == alone["verdict"].tolist()
+
+    # the summary's agent line, from the rows
+    line = next(ln for ln in out.splitlines() if ln.startswith("> patient"))
+    exact, gap = 100 * alone["exact"].mean(), alone["gap"].mean()
+    violation = 100 * (alone["verdict"] == "violation").mean()
+    premature = 100 * alone["premature_irreversible"].mean()
+    assert line.split()[2:4] == [f"{exact:.1f}", f"{gap:.1f}"]
+    assert line.split()[5:7] == [f"{premature:.1f}", f"{violation:.1f}"]
+    assert f"effect verdicts: pass {100 - violation - 100 * (alone['verdict'] == 'unscorable').mean():.1f}%" in out
+    # every policy of the nine is in the table, the agent last
+    names = [ln.split()[0] for ln in out.splitlines()[3:13]]
+    assert names == list(DEFAULT_POLICIES) + [">"]
+
+    # the checks it fails most: the top one is the one its rows fail most
+    fails = {c: (alone[f"check_{c}"] == "fail").mean() for c in CHECKS}
+    top = max(CHECKS, key=lambda c: (fails[c], -CHECKS.index(c)))
+    if fails[top] > 0:
+        assert re.search(rf"checks failed most: {top} {100 * fails[top]:.1f}%", out)
+
+    # the worst twin pair: the (pair, seed) with the largest mean gap over its two halves
+    twins = alone[alone["twin_side"].notna()]
+    loss = twins.groupby(["unit", "seed"], sort=False)["gap"].mean()
+    unit, seed = loss.idxmax()
+    assert f"worst twin pair: {unit} seed {seed}, paired loss ${loss.max():.2f}" in out
+    assert f"{unit} (tasks" in report and f"seed {seed}: paired loss ${loss.max():.2f}" in report
+
+    # the README shows the card's first lines as this command prints them
+    shown = [ln[2:] if ln.startswith("# ") else ln[1:] for ln in _readme_block().splitlines() if ln.startswith("#")]
+    printed = out.splitlines()
+    assert shown[-1] == "..." and shown[:-1] == printed[:len(shown) - 1]
+
+
+def _readme_block() -> str:
+    section = README[README.index("## Test your agent in one command\n"):]
+    return re.search(r"^```sh\n(.*?)^```", section, flags=re.S | re.M).group(1)
+
+
+def test_the_readme_block_runs_the_readme_policy():
+    """The README's block writes the same Patient as the README's Python example and runs it as shown."""
+    block = _readme_block()
+    assert "-m finbench eval /tmp/patient.py:Patient --n-tasks 30 --seeds 2" in block
+    body = block.split("<<'END'\n")[1].split("\nEND\n")[0]
+    assert textwrap.dedent(AGENTS.split("class Boom")[0]).strip() == body.strip()
+
+
+def test_options_reach_the_run(agents, tmp_path, capsys):
+    out_dir = tmp_path / "card"
+    code, out, err = run_eval(capsys, f"{agents}:factory", "--n-tasks", "12", "--seeds", "1", "--n-jobs", "1",
+                              "--no-cache", "--out", out_dir, "--profile", "only:loss,delay", "--probe",
+                              "delayed:60", "--costs", "dispute_fee=50,step_budget=30")
+    assert code == 0, err
+    report = (out_dir / "report.md").read_text()
+    for entry in ("profile: only:delay+loss", "probe: delayed[D=60]", "costs: dispute_fee=50,step_budget=30",
+                  "tasks: 12", "seeds: 0", "agent: patient"):
+        assert f"- {entry}\n" in report
+    rows = read_table(out_dir / "rows.csv")
+    ns: dict = {}
+    exec(AGENTS, ns)
+    alone = fb.evaluate(fb.make_corpus(n_tasks=12), [ns["Patient"]], seeds=[0], cache=False,
+                        profile=fb.FaultProfile.only("loss", "delay"), probe=fb.ProbeMode.delayed(60),
+                        costs=fb.Costs(dispute_fee=50.0, step_budget=30))
+    assert rows["gap"].tolist() == pytest.approx(alone["gap"].tolist())
+
+
+@pytest.mark.parametrize("spec, code, says", [
+    ("{dir}/absent.py:Patient", 66, "no such file"),
+    ("{dir}:Patient.py", 64, "AGENT must be"),
+    ("{agents}", 64, "AGENT must be PATH.py:NAME or module:NAME"),
+    ("{agents}:Nope", 65, "has no 'Nope'; policies it defines: Boom, Fussy, Gate, LateBoom, Patient, Shout"),
+    ("{dir}/broken.py:Patient", 65, "does not import: SyntaxError"),
+    ("{dir}/imports.py:Patient", 65, "does not import: ModuleNotFoundError: No module named 'no_such_module_xyz' (line 2"),
+    ("{agents}:LIMIT", 65, "is 3, not a policy"),
+    ("{agents}:NoAct", 65, "without begin(brief) and act(observation): not a policy"),
+    ("{agents}:needs", 65, "takes arguments"),
+    ("{agents}:Gate", 65, "labelled 'finality_gate', one of the nine"),
+    ("no_such_module_xyz:Patient", 66, "no module named 'no_such_module_xyz'"),
+    # probes every 5 ticks from the hand-over at t=120: the first t above 125 is 130, the third call
+    ("{agents}:Boom", 70, "the agent 'boom' raised ValueError: no luck (line {boom_line}, in act); raised by policy "
+                          "'boom'.act at step 3 (t=130) (task ord-0001, seed 0)"),
+    ("{agents}:Shout", 70, "policy 'shout' at step 1 (t=120): act(observation) must return (tool, args)"),
+    ("{agents}:Fussy", 70, "raised RuntimeError: no constructor today (line {fussy_line}, in __init__) while being made"),
+], ids=["missing-file", "folder", "no-name", "missing-name", "syntax", "import", "not-a-policy", "no-act",
+        "needs-args", "label-of-the-nine", "missing-module", "raises", "bad-answer", "constructor-raises"])
+def test_each_bad_agent_has_its_code_and_one_line(spec, code, says, agents, tmp_path, capsys):
+    (tmp_path / "broken.py").write_text("class Patient:\n    def begin(self, brief) pass\n")
+    (tmp_path / "imports.py").write_text("import os\nimport no_such_module_xyz\n")
+    spec = spec.format(dir=tmp_path, agents=agents)
+    lines = AGENTS.splitlines()
+    says = says.format(boom_line=lines.index('            raise ValueError("no luck")') + 1,
+                       fussy_line=lines.index('        raise RuntimeError("no constructor today")') + 1)
+    got, out, err = run_eval(capsys, spec, "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1", "--no-cache",
+                             "--out", tmp_path / "card")
+    assert got == code, err
+    assert err.count("\n") == 1 and err.startswith("finbench eval: ") and says in err, err
+    assert "Traceback" not in err and out == ""
+    assert not (tmp_path / "card").exists()
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--profile", "sometimes", "argument --profile: must be default, none, only:FAMILIES"),
+    ("--profile", "only:loss,bogus", "argument --profile"),
+    ("--probe", "fast", "argument --probe: must be full, none, delayed[:D]"),
+    ("--probe", "delayed:0", "argument --probe"),
+    ("--costs", "tip=3", "argument --costs: must be key=value"),
+    ("--costs", "dispute_fee=-1", "dispute_fee must be a finite number in [0, 1e+06]"),
+    ("--seeds", "0", "argument --seeds: must be a positive integer"),
+    ("--n-tasks", "many", "argument --n-tasks: must be a positive integer"),
+    ("--n-jobs", "0", "argument --n-jobs"),
+    ("--bogus", "1", "unrecognized arguments: --bogus 1"),
+])
+def test_unknown_option_values_exit_64_in_one_line(option, value, says, agents, tmp_path, capsys):
+    got, out, err = run_eval(capsys, f"{agents}:Patient", option, value, "--no-cache", "--out", tmp_path / "card")
+    assert got == 64
+    assert err.count("\n") == 1 and says in err and "finbench eval --help" in err, err
+    assert not (tmp_path / "card").exists()
+
+
+def test_an_agent_raising_in_a_worker_process_exits_70_with_its_step(agents, tmp_path):
+    """Run as a user runs it: a real process, two workers; the agent raises on a task past the first chunk."""
+    proc = subprocess.run([sys.executable, "-m", "finbench", "eval", f"{agents}:LateBoom", "--n-tasks", "30",
+                           "--seeds", "1", "--n-jobs", "2", "--no-cache", "--out", str(tmp_path / "card")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 70
+    last = proc.stderr.replace("\r", "\n").strip().splitlines()[-1]  # after the progress bar's own line
+    assert last == ("finbench eval: the agent 'late_boom' raised KeyError: 'late'; raised by policy 'late_boom'.act "
+                    "at step 1 (t=120)"), proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_a_missing_file_in_a_real_process(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "finbench", "eval", f"{tmp_path}/nope.py:Patient"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 66
+    assert proc.stderr == f"finbench eval: cannot read {tmp_path}/nope.py: no such file\n"
+
+
+def test_module_name_form(tmp_path, monkeypatch, capsys):
+    (tmp_path / "my_agents_mod.py").write_text(AGENTS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = run_eval(capsys, "my_agents_mod:Patient", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
+                              "--no-cache")
+    assert code == 0, err
+    assert (tmp_path / "build" / "eval" / "patient" / "report.md").is_file()  # the default folder
+    assert "> patient" in out
+
+
+def test_help_names_the_exit_codes(capsys):
+    assert main(["eval", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for code in ("64 a bad option value", "65 AGENT names nothing usable", "66 no such file", "70 the agent raised"):
+        assert code in text
+
+
+def test_make_eval_passes_the_agent_and_the_arguments():
+    proc = subprocess.run(["make", "-n", "eval", "AGENT=x.py:Y", "EVAL_ARGS=--seeds 2 --n-tasks 30"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "-m finbench eval 'x.py:Y' --seeds 2 --n-tasks 30" in proc.stdout
+
+
+def test_report_card_from_python(agents):
+    """The card without the command line, from a `Run`: the same numbers as Table II's agent row."""
+    from finbench.experiments import headline
+    from finbench.card import card_of
+
+    ns: dict = {}
+    exec(AGENTS, ns)
+    run = fb.Run.make(n_tasks=12, seeds=range(2), policies=[*DEFAULT_POLICIES, ns["Patient"]], n_boot=200,
+                      cache=False)
+    card = card_of(run, "patient")
+    t2 = headline.table2(run.evaluate(), run).set_index("policy")
+    assert card.row()["exact_pct"] == t2.loc["patient", "exact_pct"]
+    assert list(card.table3["policy"]) == ["patient", "finality_gate"]
+    assert isinstance(card.own_rows, pd.DataFrame) and len(card.own_rows) == 24
+    from finbench.card import report_card
+
+    again = report_card(ns["Patient"], n_tasks=12, seeds=range(2), n_boot=200, cache=False)
+    assert again.row()["mean_gap"] == t2.loc["patient", "mean_gap"] and again.agent == "patient"
+    with pytest.raises(fb.FinbenchError, match="must include 'optimistic'"):
+        card_of(run.replace(policies=[ns["Patient"], "finality_gate"]), "optimistic")
