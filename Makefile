@@ -60,8 +60,9 @@ lab: $(STAMP)
 # mutation testing (mutmut; what and with which tests: setup.cfg) of the engine's economics, faults
 # and worlds, the policies, re-pricing and the grader, against the fast tests: docs/mutation.md says
 # per module how many mutants the tests killed and lists each survivor with its triage
-# (docs/mutation_triage.csv). From scratch by default: ~2,600 mutants, hours on 2 shared cores
-# (economics 17 min, re-pricing 3, faults 40); `make mutate MUTATE=finbench/sim/economics.py`
+# (docs/mutation_triage.csv). From scratch by default: ~2,900 mutants, hours on 2 shared cores
+# (economics 17 min, re-pricing 3, faults 40, grading 41 at two jobs; policies 108 at one job on a
+# loaded machine); `make mutate MUTATE=finbench/sim/economics.py`
 # (files or folders, space-separated) re-tests only those and keeps the other modules' last
 # results. mutmut works in mutants/: the tests run there, and PYTHONPATH points there so they,
 # and any process they start, import the mutated copy.

@@ -203,7 +203,8 @@ def _exactly_one(
 ) -> tuple[str, str]:
     # A reverse reverses only effects that came before it.
     def is_reversed(e: Effect) -> bool:
-        return reversed_receipts.get(e.receipt, -1) > e.seq
+        first = reversed_receipts.get(e.receipt)  # None: no reverse names it (any seq, even one below 1)
+        return first is not None and first > e.seq
 
     total = len(on_order)
     if contract.allow_reversal:
