@@ -136,3 +136,18 @@ def test_reprice_refuses_costs_that_policies_see(frames):
     c, old, _ = frames
     with pytest.raises(ValueError):
         fb.reprice(old, c, dataclasses.replace(OLD, step_budget=30), simulated_with=OLD)
+
+
+def test_re_pricing_counts_the_rows_it_re_prices():
+    """`make reproduce` reports how many episodes each notebook re-priced (finbench.running.stats)."""
+    import finbench as fb
+    from finbench.running.reprice import reprice
+    from finbench.running.stats import EPISODES
+
+    corpus = fb.make_corpus(n_tasks=9)
+    rows = fb.evaluate(corpus, ["sop", "finality_gate"], seeds=[0], cache=False)
+    before = dict(EPISODES)
+    reprice(rows, corpus, fb.Costs(dispute_fee=50.0), fb.Costs())
+    assert EPISODES["repriced"] - before.get("repriced", 0) == len(rows) == 18
+    reprice(rows, corpus, fb.Costs(), fb.Costs())  # the same prices: nothing re-priced
+    assert EPISODES["repriced"] - before.get("repriced", 0) == 18
