@@ -166,6 +166,12 @@ def markdown(rows: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def _differs_line(r) -> str:
+    """One differing claim as a Markdown list item: its id, claim, the paper's value and ours, the test, the margin."""
+    margin = f"; margin {_margin(r)}" if _margin(r) else ""
+    return f"- `{r.experiment}.{r.id}`: {r.claim}; paper {_paper(r)}, ours {r.measured} ({r.basis}{margin})"
+
+
 def summary(rows: pd.DataFrame) -> dict:
     """The report's counts: the paper's claims by verdict, the claims listed apart by scope, and how many
     of the paper's claims (the model arm's and the tuning's aside) were measured on regenerated corpora."""
@@ -203,8 +209,7 @@ def notes(rows: pd.DataFrame, stale_files: list[str] | None = None) -> list[str]
     d = differing(rows)
     if len(d):
         lines += ["", "The paper's claims that differ (the why of each: docs/RESULTS.md, the experiment's section):", ""]
-        lines += [f"- `{r.experiment}.{r.id}`: {r.claim} (paper {_paper(r)}; ours {r.measured}; {r.basis}"
-                  + (f"; margin {_margin(r)}" if _margin(r) else "") + ")" for r in d.itertuples()]
+        lines += [_differs_line(r) for r in d.itertuples()]
     if stale_files:
         lines += ["", "Stale: these claims files no longer match their tables (rerun their notebooks): "
                   + ", ".join(stale_files)]
@@ -238,8 +243,7 @@ def readme(rows: pd.DataFrame) -> str:
     d = differing(rows)
     if len(d):
         lines += ["", "The paper's claims that differ (why each does: [`docs/RESULTS.md`](docs/RESULTS.md)):", ""]
-        lines += [f"- `{r.experiment}.{r.id}`: {r.claim}; paper {_paper(r)}, ours {r.measured} ({r.basis}"
-                  + (f"; margin {_margin(r)}" if _margin(r) else "") + ")" for r in d.itertuples()]
+        lines += [_differs_line(r) for r in d.itertuples()]
     nr = rows[(rows["verdict"] == "not run") & (rows["scope"] == "paper")]
     if len(nr):
         lines += ["", "Not run (they need a model endpoint and its transcripts): "

@@ -23,6 +23,7 @@ from finbench.experiments.model_arm import subset_run
 from finbench.running.episode import grade_episode
 from finbench.running.inspect_task import STORE_KEY, inspect_task
 from finbench.sim.corpus import stratified_subset as table5_subset
+from tests.agents.test_llm import Script  # the same small finality-checking agent the model-agent tests script
 from finbench.sim.corpus import corpus_for
 from finbench.sim.env import reference_position
 
@@ -63,27 +64,6 @@ def conversation(messages) -> tuple[dict, list[dict]]:
     """The brief and every tool observation so far, as the scripted models read them."""
     brief = json.loads(messages[1].text.split("\n", 1)[1])
     return brief, [json.loads(m.text) for m in messages if m.role == "tool" and m.error is None]
-
-
-class Script:
-    """A small finality-checking agent: probe, wait while unknown, ship if settled, write off if failed."""
-
-    name = "script"
-
-    def begin(self, brief):
-        self.order = brief["order_id"]
-
-    def act(self, obs):
-        caps = (obs.get("result") or {}).get("captures") or []
-        status = {c["id"]: c.get("status") for c in caps}
-        args = {"order_id": self.order}
-        if status.get("cap-1") == "settled":
-            return ("ship" if obs["t"] < 599 else "refund"), args
-        if status.get("cap-1") == "failed":
-            return "write_off", args
-        if obs.get("tool") == "probe_processor":
-            return ("escalate", args) if obs["t"] > 560 else ("wait", {**args, "ticks": 45})
-        return "probe_processor", args
 
 
 def playing(policy_cls):
