@@ -288,16 +288,18 @@ class ReAct(Routine):
 
     def run(self):
         track, retried = C.ORIGINAL_CAPTURE, False
-        look = self.pause + 2 if self.pause else 0  # ticks of a second look (wait + read)
-        slack = 2 + look  # the last observation leaves time to look again and act by SHIP_BY
+        to_act = self.pause + 2 if self.pause else 1  # ticks from a decision to its act landing (second look, act)
+        # where a wait aims: the read after it lands with to_act ticks left (reflection aims one tick
+        # earlier than it must, as in every published run)
+        slack = 1 + to_act + (1 if self.pause else 0)
         final = 1 + (2 if self.pause else 0)  # calls the last decision needs
         while True:
             if self.calls_left < 1 + final:  # no budget left to observe and then decide
                 yield self.call("refund")
                 return
             verdict = yield from self.observe(track)
-            # out of time or out of calls for another wait-and-observe cycle
-            deadline = self.now + slack > C.SHIP_BY or self.calls_left < 2 + final
+            # out of time or out of calls for another cycle: a wait (1 tick at least), a read, then the act
+            deadline = self.now + 2 + to_act > C.SHIP_BY or self.calls_left < 2 + final
             if verdict == "pending" and not deadline:
                 yield self.wait(min(self.wait_ticks, max(1, C.SHIP_BY - slack - self.now)))
                 continue
@@ -310,7 +312,7 @@ class ReAct(Routine):
                 track = (obs.get("result") or {}).get("receipt", track)
                 retried = True
                 continue
-            if decision == "pending" and not (self.now + slack > C.SHIP_BY or self.calls_left < 2 + final):
+            if decision == "pending" and not (self.now + 2 + to_act > C.SHIP_BY or self.calls_left < 2 + final):
                 continue  # the second look disagreed and there is room: keep observing
             yield self.call("refund")
             return

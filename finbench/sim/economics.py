@@ -83,11 +83,16 @@ class Money:
     human_refund_t: int | None
 
 
+def _owed(cash: float, value: float, shipped: bool) -> float:
+    """The liability: what the merchant holds beyond the goods it shipped is owed to the customer."""
+    return max(0.0, cash - (value if shipped else 0.0))
+
+
 def price(money: Money, costs: Costs) -> Outcome:
     """The position of `money` under `costs` (SPEC §5): cash - cogs - liability - dispute fee - escalation."""
     v, cash, shipped = money.value, money.cash, money.shipped
     cogs = costs.cogs_rate * v if shipped else 0.0
-    liability = max(0.0, cash - (v if shipped else 0.0))
+    liability = _owed(cash, v, shipped)
     fee = costs.dispute_fee if money.disputed else 0.0
     esc = costs.escalation_cost if money.escalated else 0.0
     net_cash, cogs, liability = round(cash - money.unrelated, 6), round(cogs, 6), round(liability, 6)
@@ -102,7 +107,7 @@ def settle_case(task, captures, disposition: str | None, disposition_t: int, cos
     return price(settle_money(task, captures, disposition, disposition_t, unrelated_effects), costs)
 
 
-def settle_money(task, captures, disposition: str | None, disposition_t: int, unrelated_effects: int = 0) -> Money:
+def settle_money(task, captures, disposition: str | None, disposition_t: int, unrelated_effects: int) -> Money:
     """Run the case's money to HORIZON (no prices).
 
     `captures` are the case order's captures (original and agent-created).
@@ -161,7 +166,6 @@ def settle_money(task, captures, disposition: str | None, disposition_t: int, un
         elif what == "excess" and cash > v:
             refunded += cash - v
             cash = v
-    liability = max(0.0, cash - (v if shipped else 0.0))
-    return Money(v, cash, shipped, liability > C.MONEY_TOL or charged_back > 0 or over_collected,
+    return Money(v, cash, shipped, _owed(cash, v, shipped) > C.MONEY_TOL or charged_back > 0 or over_collected,
                  disposition == "escalate", unrelated_effects * task.other_order_value, round(refunded, 6),
                  round(charged_back, 6), human, human_t, excess_t if human == "ship" else refund_t)

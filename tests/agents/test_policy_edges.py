@@ -327,12 +327,29 @@ def test_react_retries_under_key_2_with_exactly_the_calls_for_it():
 
 
 def test_react_never_ships_past_the_deadline():
-    # a replica 298 ticks late shows the settlement (at 300) only at 600; react's read at 598
-    # (every 53 ticks from 121) is followed by one at 600: too late to ship
+    # a replica 298 ticks late shows the settlement (at 300) only at 600; react reads every 53
+    # ticks from 121, and its read landing at 598 leaves no room for another: it refunds at once
     task = dataclasses.replace(fb.make_task("stale_processor", seed=0, determined_at=300), processor_lag=298)
     res = fb.run_episode(task, fb.get_policy("react", wait=52), 0, profile=NONE)
     assert "ship" not in [tool for tool, _, _ in steps(res)]
     assert res.disposition == "refund"
+    assert steps(res)[-2:] == [("read_processor", 598, 21), ("refund", 599, 20)]
+
+
+@pytest.mark.parametrize("policy", ["react", "reflection"])
+def test_every_observation_leaves_time_to_act_on_it_by_the_deadline(policy):
+    # SPEC section 7: react ships on a settled read (reflection on a second read that agrees). A read
+    # is worth making only if a ship right after it still lands by SHIP_BY: over every wait, on a
+    # case that never resolves, no read lands later than SHIP_BY - 1 and the refund comes by SHIP_BY
+    waits = [w for w in range(1, 601) if w <= 60 or w % 7 == 0]
+    late = {}
+    for wait in waits:
+        s = _tail(policy, n=40, wait=wait)
+        reads = [t for tool, t, _ in s if tool == "read_processor"]
+        assert reads and s[-1][0] == "refund"
+        if max(reads) > fb.SHIP_BY - 1 or s[-1][1] > fb.SHIP_BY:
+            late[wait] = (max(reads), s[-1][1])
+    assert late == {}
 
 
 # --- reflection's second look, driven call by call with hand-made observations ---------------------
