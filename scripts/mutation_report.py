@@ -6,9 +6,9 @@ ended otherwise (no test reaches them, suspicious, crashed) or are not checked y
 score: killed, timed-out and errored mutants over the checked ones. Then every mutant not
 detected (survived, or ended otherwise) with its change and its triage from
 docs/mutation_triage.csv (`equivalent`: no test can tell it from the original, and why;
-`gap`: a test that should exist does not). One with no row there, or whose row describes
-another change (mutmut numbers the mutants of a function afresh when the function
-changes), is listed as untriaged.
+`gap`: a test that should exist does not). mutmut numbers the mutants of a function afresh
+when the function changes, so a row is found by its name or, failing that, by its function
+and the exact change it describes; a mutant with no such row is listed as untriaged.
 
 Run alone (`.venv/bin/python scripts/mutation_report.py`) to rewrite the page from the
 last results without running anything.
@@ -69,6 +69,11 @@ def change(diff: str) -> str:
     return f"{sq(old)} -> {sq(new)}" if new else f"{sq(old)} -> (removed)"
 
 
+def function(mutant: str) -> str:
+    """The mutated function of a mutant's name (`module.x_name__mutmut_3` -> `module.x_name`)."""
+    return mutant.rpartition("__mutmut_")[0]
+
+
 def code(text: str) -> str:
     text = text.replace("|", "\\|")
     fence = "``" if "`" in text else "`"
@@ -101,6 +106,9 @@ def main() -> None:
     source_paths, patterns, selection = config()
     mods = modules(source_paths, patterns)
     notes = triage()
+    by_change = {}
+    for name, note in notes.items():
+        by_change.setdefault((function(name), " ".join(note["change"].split())), note)
     rows, survivors, codes_of = [], {}, {}
     total = Counter()
     for mod in mods:
@@ -159,6 +167,10 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - a mutant mutmut cannot show is still listed
                 what = f"(no diff: {e})"
             note = notes.get(name)
+            if note is None or " ".join(note["change"].split()) != what:
+                # mutmut renumbers a function's mutants when the function changes: a row of the
+                # same function describing exactly this change is this mutant's triage
+                note = by_change.get((function(name), what), note)
             if note is None:
                 verdict, why = "**untriaged**", ""
             elif " ".join(note["change"].split()) != what:

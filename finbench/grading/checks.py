@@ -11,9 +11,6 @@ from finbench.grading.contract import CHECKS, FAIL, MAX_LISTED, MONEY_TOL, PASS,
 from finbench.grading.records import Authorize, Effect, Event, Reverse, read_records, seq_problems
 
 
-_ABSENT = object()  # a receipt no effect record has carried yet
-
-
 @dataclass
 class _Evidence:
     """What one pass over a trace's events found, check by check."""
@@ -51,10 +48,12 @@ def _walk(events: list[Event], contract: Contract) -> _Evidence:
             # A first use of a key with new_effect false is an attempt that
             # moved no money (a failed capture), not evidence of a lost record.
             # kept as the one order a reverse names, so a reverse costs O(1) however many records share it
-            other = event.order if event.order != order else None
-            held = carriers.get(event.receipt, _ABSENT)
-            carriers[event.receipt] = other if held is _ABSENT else (
-                held if other is None or (held is not None and held <= other) else other)
+            if event.order == order:
+                carriers.setdefault(event.receipt, None)
+            else:
+                held = carriers.get(event.receipt)
+                if held is None or event.order < held:
+                    carriers[event.receipt] = event.order
             if event.new_effect and event.order != order:
                 ev.fail_unrelated.append(f"{event.describe()} changed another order")
             if event.new_effect and event.op == op:

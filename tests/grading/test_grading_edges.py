@@ -8,9 +8,12 @@ from the rules in docs/grading.md and the module docstrings, not copied from a r
 """
 from __future__ import annotations
 
+import errno
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from finbench.errors import FinbenchError
 from finbench.grading import CHECKS, MAX_MONEY, MONEY_TOL, Contract, TraceError, grade_trace, load_trace
@@ -350,3 +353,68 @@ def test_an_effect_no_reverse_names_is_not_counted_reversed_whatever_its_seq():
     v = grade_trace(recs, Contract("A", 50, op="capture"))
     assert v.checks["evidence_complete"] == "fail"
     assert "reversed" not in v.to_dict()["reasons"]["exactly_one_effect"]
+
+
+# --- authorization: an authorize of the order within the tolerance, whatever else is logged --------
+
+AMOUNTS = st.integers(-12, 12).map(lambda k: round(100 + k * 0.001, 3))  # 1/5 of the tolerance apart
+
+
+@settings(max_examples=300, deadline=None)
+@given(auths=st.lists(AMOUNTS, max_size=6), amount=AMOUNTS)
+def test_an_effect_is_authorized_exactly_when_some_earlier_authorize_is_within_the_tolerance(auths, amount):
+    # the grader looks authorizations up by amount bucket; the expected answer is the plain scan
+    records = [META, *(auth(i, amount=a) for i, a in enumerate(auths, start=1)), eff(len(auths) + 1, "R", amount=amount)]
+    expected = any(abs(a - amount) <= MONEY_TOL for a in auths)
+    assert grade_trace(records, Contract("A", amount)).checks["auth_precedes_effect"] == ("pass" if expected else "fail")
+
+
+@pytest.mark.parametrize("auths, amount, ok", [
+    ([100.006], 100.004, True),  # in the next bucket up
+    ([100.002], 99.998, True),  # in the next bucket down
+    ([100.004, 100.0], 99.996, True),  # the least of a bucket, logged after its greatest
+    ([100.0, 100.004, 100.002], 99.996, True),  # the least, then amounts between the two
+    ([100.0, 150.0], 120.0, False),  # far from both ends of what is logged
+    ([100.0], 100.0051, False),
+])
+def test_the_nearest_authorize_decides_wherever_its_amount_falls(auths, amount, ok):
+    records = [META, *(auth(i, amount=a) for i, a in enumerate(auths, start=1)), eff(len(auths) + 1, "R", amount=amount)]
+    assert grade_trace(records, Contract("A", amount)).checks["auth_precedes_effect"] == ("pass" if ok else "fail")
+
+
+# --- a receipt carried by effects on several orders ------------------------------------------------
+
+@pytest.mark.parametrize("carriers", [["B", "A"], ["A", "B"], ["C", "B"], ["B", "C"], ["B", "A", "C"]])
+def test_a_reverse_of_a_receipt_any_other_order_carried_names_the_least_such_order(carriers):
+    # effects on several orders may carry one receipt (a replay): the reverse touched every one of
+    # them, and the reason names one, the least other order, however the records are ordered
+    records = [META, auth(1)]
+    for order in carriers:
+        records.append(eff(len(records), "R", order=order, key=f"k{len(records)}", new=order == "A"))
+    records.append(rev(len(records), "R"))
+    least = min(o for o in carriers if o != "A")
+    v = grade_trace(records, A50)
+    assert v.reasons["unrelated_unchanged"] == f"reverse at seq {len(records) - 1} touched 'R' of order {least!r}"
+
+
+def test_a_reverse_that_names_the_case_order_touches_nothing_else():
+    v = grade_trace([META, auth(1), eff(2, "R1"), rev(3, "R1", order="A")], Contract("A", 50, allow_reversal=True))
+    assert v.checks["unrelated_unchanged"] == "pass" and v.reasons["unrelated_unchanged"] == OK["unrelated_unchanged"]
+
+
+# --- errors that name what they were given ------------------------------------------------------
+
+def test_grade_trace_without_a_contract_shows_what_it_got():
+    with pytest.raises(FinbenchError) as err:
+        grade_trace([], ("A", 50))
+    assert str(err.value) == "grade_trace: contract must be a Contract(order, amount, op=...), got ('A', 50)"
+
+
+def test_load_trace_refuses_what_is_no_path_and_a_folder_by_name(tmp_path):
+    with pytest.raises(FinbenchError) as err:
+        load_trace(42)
+    assert str(err.value) == "load_trace: path must be a file path, got 42"
+    with pytest.raises(OSError) as err:
+        load_trace(tmp_path)
+    assert (err.value.errno, err.value.strerror, err.value.filename) == (
+        errno.EINVAL, "not a regular file (a trace is a .jsonl file)", str(tmp_path))
