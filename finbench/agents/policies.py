@@ -22,6 +22,9 @@ class Policy:
     # is played through the fast path: it never mutates an observation and
     # makes only well-formed calls on the case order.
     trusted = False
+    # whether the policy ignores the brief's `seed` (the only part of a brief that moves with it);
+    # with `trusted`, lets the runner derive a fault-blind episode's other seeds (`run_chunk`)
+    seed_blind = True
 
     def begin(self, brief: dict, resolution: dict | None = None) -> None:
         self.brief = brief
@@ -61,6 +64,23 @@ class Routine(Policy):
             return self._gen.send(obs)
         except StopIteration:
             return self.call("close")
+
+    def drive(self, call) -> None:
+        """Play the routine through `call(tool, args) -> observation` until the case ends: what
+        `play` does with `act` (see `act`), without a call of `act` per step (the fast path)."""
+        self._started = True
+        gen = self._gen
+        send = gen.send
+        try:
+            tool, args = next(gen)
+            while True:
+                obs = call(tool, args)
+                if obs["done"]:
+                    return
+                self.now, self.calls_left = obs["t"], obs["calls_left"]
+                tool, args = send(obs)
+        except StopIteration:
+            call(*self.call("close"))  # as `act` answers once the routine has ended: close ends the case
 
     def run(self):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -110,6 +130,7 @@ class RandomPolicy(Policy):
 
     name = "random"
     trusted = True
+    seed_blind = False  # its stream is keyed by the seed
 
     def begin(self, brief, resolution=None):
         super().begin(brief, resolution)

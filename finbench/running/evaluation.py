@@ -20,9 +20,10 @@ from finbench.sim import constants as C
 from finbench.sim.economics import Costs
 from finbench.errors import bad, check_int
 from finbench.sim.env import FinalityEnv, reference_position
-from finbench.sim.play import batch_mode, play
+from finbench.sim.play import batch_mode, play, trusted
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
+from finbench.sim.world import replayed_firings
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
 from finbench.running.episode import episode_contract, grade_played
 from finbench.sim.corpus import Corpus
@@ -60,7 +61,11 @@ def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: C
              probe: ProbeMode | None = None) -> tuple:
     """Play one episode; its row as a tuple in `COLUMNS` order (what `FinalityEnv.result`
     and `grade_episode` give, read straight from the ended environment)."""
-    env = play(FinalityEnv(task, seed, profile, costs, probe=probe), ref.make())
+    return _row(play(FinalityEnv(task, seed, profile, costs, probe=probe), ref.make()), ref.label)
+
+
+def _row(env: FinalityEnv, label: str) -> tuple:
+    task, costs = env.task, env.costs
     out = env.outcome()
     refpos = reference_position(task, costs)
     gap, exact, premature = env.scores(out, refpos)
@@ -68,7 +73,7 @@ def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: C
     fired = world.fired()
     graded = grade_played(env, out)
     return (
-        task.task_id, task.archetype, task.unit, task.twin_side, ref.label, env.told_resolution, seed, out.position,
+        task.task_id, task.archetype, task.unit, task.twin_side, label, env.told_resolution, env.seed, out.position,
         refpos, gap, exact, premature, costs.step_budget - env.calls_left, env.disposition_t,
         env.disposition, env.probe_calls, env.wait_calls, len(env.other_effects), out.cash, out.cogs,
         out.liability, out.dispute_fee, out.escalation, out.unrelated,
@@ -77,6 +82,19 @@ def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: C
         _calls(env.calls(), task.order_id),
         *(graded[c] for c in _GRADED),
     )
+
+
+_SEED = COLUMNS.index("seed")
+_FIRED = COLUMNS.index(f"fired_{C.FAMILIES[0]}")
+
+
+def _under_seed(row: tuple, env: FinalityEnv, seed: int) -> tuple:
+    """The row of `env`'s episode played under `seed` instead, for a fault-blind episode
+    (`FinalityEnv.fault_blind`) of a policy that does not read the seed (`seed_blind`): the same
+    calls get the same answers, so only the seed and the faults the world fires differ."""
+    fired = replayed_firings(env.task, seed, env.profile, env.world.captures)
+    return (*row[:_SEED], seed, *row[_SEED + 1:_FIRED], *(fired[f] for f in C.FAMILIES),
+            *row[_FIRED + len(C.FAMILIES):])
 
 
 def _calls(actions, order_id: str) -> str:
@@ -93,13 +111,28 @@ def _calls(actions, order_id: str) -> str:
 
 
 def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: ProbeMode | None = None) -> list[dict]:
-    """Column lists for each reference in `refs`, rows in (task, seed) order."""
+    """Column lists for each reference in `refs`, rows in (task, seed) order.
+
+    An episode in which a built-in policy that never reads the seed observed nothing faults
+    touch (no read of a system; only a probe that tells the truth) is the same episode under
+    every seed but for the faults fired: it is played once per task and derived for the
+    other seeds (`_under_seed`), as simulating them would give.
+    """
     rows: list[list[tuple]] = [[] for _ in refs]
     with batch_mode():
         for task in tasks:
-            for seed in seeds:
-                for ref, mine in zip(refs, rows):
-                    mine.append(episode_row(task, ref, seed, profile, costs, probe))
+            for ref, mine in zip(refs, rows):
+                first = env = None
+                for seed in seeds:
+                    if first is not None:
+                        mine.append(_under_seed(first, env, seed))
+                        continue
+                    policy = ref.make()
+                    env = play(FinalityEnv(task, seed, profile, costs, probe=probe), policy)
+                    row = _row(env, ref.label)
+                    mine.append(row)
+                    if env.fault_blind and trusted(policy) and policy.seed_blind:
+                        first = row
     return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
 
 

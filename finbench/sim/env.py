@@ -141,6 +141,9 @@ class FinalityEnv:
         self.probe_calls = self.wait_calls = 0
         self.told_resolution = False  # set by `resolution()`: the agent knows how the capture resolves
         self.probe_answers = 0  # probe calls that the probe mode answered (see `finbench.sim.probe`)
+        # nothing the agent has seen depends on the fault draws: no read of a system, no probe but the
+        # full one (the canonical log itself); cleared by the first such call
+        self.fault_blind = True
         self._shared: list[int] = []  # actions whose observation holds a memoised fold (see `_call`)
         return {
             "order_id": task.order_id,
@@ -266,6 +269,7 @@ class FinalityEnv:
         w = self.world
         system = _SYSTEM_OF.get(tool)
         if system is not None:
+            self.fault_blind = False
             if not copy:
                 self._shared.append(len(self._actions))
             return "result", w.read(system, t, copy)
@@ -276,6 +280,7 @@ class FinalityEnv:
             self.probe_calls += 1
             if self.probe.is_full:
                 return "result", w.probe(t)
+            self.fault_blind = False
             result, answered = self.probe.answer(w, t, self.probe_answers)
             self.probe_answers += answered
             return "result", result

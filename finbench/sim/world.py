@@ -274,6 +274,15 @@ class World:
         return counts
 
 
+def replayed_firings(task: Task, seed: int, profile: FaultProfile, captures) -> dict[str, int]:
+    """`World.fired()` of an episode under `seed` in which the agent read no system and created
+    `captures[1:]` (at their submission ticks, under their keys), as `add_capture` made them."""
+    w = World(task, seed, profile)
+    for cap in captures[1:]:
+        w.add_capture(cap.key, cap.submitted_at)
+    return w.fired()
+
+
 _FOLDS = {
     "processor": lambda task, ds: fold_processor(task.order_id, ds),
     "ledger": lambda task, ds: fold_ledger(task.order_id, ds),
