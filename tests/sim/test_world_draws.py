@@ -16,6 +16,7 @@ from that keying, not read back from the world.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from math import nextafter
 
@@ -188,3 +189,52 @@ def test_an_agent_capture_resolving_exactly_at_the_horizon_still_shows():
     assert [e.kind for e in capture_events(at)] == ["capture_submitted", "capture_failed"]
     after = Capture("cap-2", "key-2", 10.0, C.HORIZON - 100, C.HORIZON + 1, "failed")
     assert [e.kind for e in capture_events(after)] == ["capture_submitted"]
+
+
+# --- the archetypes' perturbations fall on the original capture's settlement only ---------------
+
+NONE = FaultProfile.none()
+
+
+def _agent_specs(task, outcome: str) -> dict:
+    """The delivery specs of the agent's first capture (cap-2, at 200) on `task`, by delivery id."""
+    w = World(dataclasses.replace(task, retry_outcome=outcome), 0, NONE)
+    w.add_capture("key-2", 200)
+    return {s.id: s for s in w.extra_specs}
+
+
+@pytest.mark.parametrize("outcome", ["settled", "failed"])
+def test_a_stale_processor_lags_every_terminal_event_it_receives(outcome):
+    # SPEC section 6: the stale replica lags the processor's view of a capture's end, whichever capture
+    task = fb.make_task("stale_processor", seed=0)
+    assert task.processor_lag > 0
+    specs = _agent_specs(task, outcome)
+    end = specs["cap-2:terminal:processor"]
+    assert (end.lag, end.arrival) == (task.processor_lag, end.event.t + C.LATENCY["processor"] + task.processor_lag)
+    for did, s in specs.items():
+        if did != "cap-2:terminal:processor":
+            assert s.lag == 0 and s.arrival == s.event.t + C.LATENCY[s.system], did
+
+
+@pytest.mark.parametrize("archetype", ["lost_settlement", "duplicate_settlement", "partial_ledger"])
+def test_an_agents_capture_escapes_the_archetypes_perturbation_of_the_original(archetype):
+    # the archetype names the original capture's settlement: a fresh-key capture settles and
+    # fails plainly (no lost, copied or partial delivery of its own)
+    task = fb.make_task(archetype, seed=0)
+    for outcome in ("settled", "failed"):
+        specs = _agent_specs(task, outcome)
+        assert specs and not any(s.drop or s.copy_gap or s.partial for s in specs.values()), (archetype, outcome)
+    # ... while the original's settlement carries it
+    original = [s for s in World(task, 0, NONE).specs if s.id.startswith("cap-1:terminal")]
+    assert any(s.drop or s.copy_gap or s.partial for s in original)
+
+
+def test_the_erp_records_the_agents_disposition_at_its_tick_after_its_latency():
+    w = World(TASK, 0, NONE)
+    w.record_disposition("refund", 300)
+    d = w.deliveries[-1]
+    assert (d.id, d.system, d.event, d.group, d.arrival, d.earliest) == (
+        "order:disposition:refund", "erp", Event(300, "disposition", None, "refund"), "agent",
+        300 + C.LATENCY["erp"], 300)
+    assert w.view("erp", 300 + C.LATENCY["erp"] - 1)["disposition"] is None
+    assert w.view("erp", 300 + C.LATENCY["erp"])["disposition"] == "refund"
