@@ -141,9 +141,7 @@ class FinalityEnv:
         self.probe_calls = self.wait_calls = 0
         self.told_resolution = False  # set by `resolution()`: the agent knows how the capture resolves
         self.probe_answers = 0  # probe calls that the probe mode answered (see `finbench.sim.probe`)
-        # nothing the agent has seen depends on the fault draws: no read of a system, no probe but the
-        # full one (the canonical log itself); cleared by the first such call
-        self.fault_blind = True
+        self.fault_blind = True  # seen nothing faults touch: no read of a system, only the full probe
         self._shared: list[int] = []  # actions whose observation holds a memoised fold (see `_call`)
         return {
             "order_id": task.order_id,
