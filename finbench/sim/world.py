@@ -139,9 +139,9 @@ def _lanes(deliveries) -> dict[str, tuple[list[Delivery], list[int]]]:
 
 
 class World:
-    """The evolving world of one episode."""
+    """The evolving world of one episode (the default profile: `FaultProfile.default()`)."""
 
-    def __init__(self, task: Task, seed: int = 0, profile: FaultProfile | None = None):
+    def __init__(self, task: Task, seed: int, profile: FaultProfile | None = None):
         self.task = task
         self.seed = seed
         self.profile = profile if profile is not None else FaultProfile.default()

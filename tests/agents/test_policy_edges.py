@@ -16,8 +16,9 @@ import dataclasses
 import pytest
 
 import finbench as fb
-from finbench.agents.policies import POLICIES, FinalityOracle, system_verdicts
+from finbench.agents.policies import POLICIES, FinalityOracle, Routine, system_verdicts
 from finbench.sim.constants import ARCHETYPES
+from finbench.sim.env import FinalityEnv
 from finbench.sim.rng import generator
 from finbench.sim.systems import completed_order_views
 from finbench.sim.tools import TOOL_NAMES
@@ -457,3 +458,29 @@ def test_a_routine_can_be_closed_before_it_began_and_after_it_ended(policy):
     res = fb.run_episode(UNDETERMINED, p, 0, profile=NONE)
     assert res.disposition is not None
     p.close()
+
+
+# --- a routine that ends without a disposition ------------------------------------------------------
+
+class _OneWait(Routine):
+    """A user's routine that waits once and ends without ending the case."""
+
+    name = "one_wait"
+
+    def run(self):
+        yield self.wait(10)
+
+
+def test_a_routine_that_ends_without_a_disposition_closes_the_case_on_either_path():
+    task = UNDETERMINED
+    # through `act` (a user's class takes the public step) ...
+    res = fb.run_episode(task, _OneWait(), 0, profile=NONE)
+    assert [(tool, t) for tool, t, _ in steps(res)] == [("wait", 130), ("close", 131)]
+    assert res.disposition == "close"
+    # ... and through `drive` (the fast path of the built-in routines)
+    env = FinalityEnv(task, 0, NONE)
+    policy = _OneWait()
+    policy.begin(env.reset())
+    policy.drive(env._call)
+    assert [(tool, obs["t"]) for _, tool, _, obs in env.actions] == [("wait", 130), ("close", 131)]
+    assert (env.done, env.disposition, policy.now, policy.calls_left) == (True, "close", 130, 39)
