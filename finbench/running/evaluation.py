@@ -101,9 +101,14 @@ def _calls(actions, order_id: str) -> str:
     out = []
     add = out.append
     for _, tool, args in actions:
-        if len(args) == 1 and args.get("order_id") == order_id:  # the usual call: the case order, no other argument
-            add(tool)
-            continue
+        if args.get("order_id") == order_id:  # the usual calls: on the case order, no other argument or a wait's ticks
+            n = len(args)
+            if n == 1:
+                add(tool)
+                continue
+            if n == 2 and tool == "wait" and args.get("ticks").__class__ is int:
+                add("wait:" + str(args["ticks"]))
+                continue
         extra = ",".join(str(v) for k, v in args.items() if k != "order_id")
         where = "" if args.get("order_id") == order_id else "@other"
         add(f"{tool}{where}:{extra}" if extra else tool + where)

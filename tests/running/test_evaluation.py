@@ -321,3 +321,27 @@ def test_the_size_bound_is_generous_and_capped():
     bound = K.size_bound("sop[patience=60]", ids, range(5))
     assert 2 ** 20 < bound < 8 * 2 ** 20  # ~550 bytes a row is real; this allows ~8 KB
     assert K.size_bound("x" * 10 ** 6, ids * 1000, range(1000)) == K.MAX_CHUNK_BYTES
+
+
+class _Script:
+    """A user's policy that plays fixed calls (some malformed), then closes."""
+
+    name = "script"
+
+    def begin(self, brief):
+        self.order, other = brief["order_id"], brief["customer_orders"][0]
+        self.calls = [("wait", {"order_id": self.order, "ticks": 30}), ("read_bank", {"order_id": self.order}),
+                      ("wait", {"ticks": 7, "order_id": self.order}), ("wait", {"order_id": self.order, "ticks": True}),
+                      ("wait", {"order_id": self.order, "ticks": ""}), ("wait", {"order_id": self.order}),
+                      ("read_ledger", {"order_id": other}), ("wait", {"order_id": other, "ticks": 5}),
+                      ("retry_capture", {"order_id": self.order, "idempotency_key": "key-9"})]
+
+    def act(self, obs):
+        return self.calls.pop(0) if self.calls else ("close", {"order_id": self.order})
+
+
+def test_the_calls_column_spells_each_call_as_tool_where_and_arguments():
+    # COLUMNS' doc: one `tool[@other][:args]` a call, ';'-joined, arguments other than order_id in order
+    df = evaluate(fb.make_corpus(n_tasks=1), [_Script], seeds=[0], cache=False)
+    assert df.calls.tolist() == [
+        "wait:30;read_bank;wait:7;wait:True;wait;wait;read_ledger@other;wait@other:5;retry_capture:key-9;close"]
