@@ -68,7 +68,6 @@ class Routine(Policy):
     def drive(self, call) -> None:
         """Play the routine through `call(tool, args) -> observation` until the case ends: what
         `play` does with `act` (see `act`), without a call of `act` per step (the fast path)."""
-        self._started = True
         gen = self._gen
         send = gen.send
         try:

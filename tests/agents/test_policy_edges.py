@@ -17,6 +17,7 @@ import pytest
 
 import finbench as fb
 from finbench.agents.policies import POLICIES, FinalityOracle, Routine, system_verdicts
+from finbench.sim import constants as C
 from finbench.sim.constants import ARCHETYPES
 from finbench.sim.env import FinalityEnv
 from finbench.sim.rng import generator
@@ -484,3 +485,27 @@ def test_a_routine_that_ends_without_a_disposition_closes_the_case_on_either_pat
     policy.drive(env._call)
     assert [(tool, obs["t"]) for _, tool, _, obs in env.actions] == [("wait", 130), ("close", 131)]
     assert (env.done, env.disposition, policy.now, policy.calls_left) == (True, "close", 130, 39)
+
+
+def test_react_refunds_a_settlement_it_reads_only_at_the_deadline():
+    # a read landing at SHIP_BY (the first read after a late retry) shows the capture settled: a ship
+    # would land after SHIP_BY and fail, so react refunds
+    p = POLICIES["react"]()
+    p.begin({"order_id": "ord-x", "order_value": 10.0, "t": 120, "calls_left": 40})
+    assert p.act({"t": 120, "calls_left": 40})[0] == "read_processor"
+    assert p.act(_seen(598, 20, "failed")) == ("retry_capture", {"order_id": "ord-x", "idempotency_key": "key-2"})
+    retried = {"t": 599, "calls_left": 19, "result": {"receipt": "cap-2", "key": "key-2", "new_capture": True}}
+    assert p.act(retried)[0] == "read_processor"
+    assert p.act(_seen(C.SHIP_BY, 18, "settled"))[0] == "refund"
+    early = POLICIES["react"]()
+    early.begin({"order_id": "ord-x", "order_value": 10.0, "t": 120, "calls_left": 40})
+    early.act({"t": 120, "calls_left": 40})
+    assert early.act(_seen(C.SHIP_BY - 1, 20, "settled"))[0] == "ship"
+
+
+def test_reflection_aims_its_last_read_one_tick_earlier_than_it_must():
+    # every 21 ticks from 121 the reads reach 583; the last wait aims the read at SHIP_BY - 14 + 1 (587),
+    # one tick before the latest that leaves room for the second look (wait 10, read) and the act
+    assert [(tool, t) for tool, t, _ in _tail("reflection", budget=60, n=6, wait=20, pause=10)] == [
+        ("read_processor", 583), ("wait", 586), ("read_processor", 587), ("wait", 597), ("read_processor", 598),
+        ("refund", 599)]
