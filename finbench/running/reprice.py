@@ -115,6 +115,20 @@ def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd
         return df
     tasks = {t.task_id: t for t in corpus.tasks}
     _check_rows(df, tasks, simulated_with)
+    return _repriced(df, tasks, costs)
+
+
+def reprice_own(df: pd.DataFrame, corpus: Corpus, costs: Costs, simulated_with: Costs) -> pd.DataFrame:
+    """`reprice` for rows this process simulated itself from `corpus` under `simulated_with`, with
+    the same `simulation_key` (a `Run`'s memo, keyed by both): the same prices, without checking
+    each row against its own position again (a cost sweep re-prices the same rows under dozens
+    of costs)."""
+    if costs == simulated_with or df.empty:
+        return df
+    return _repriced(df, {t.task_id: t for t in corpus.tasks}, costs)
+
+
+def _repriced(df: pd.DataFrame, tasks: dict, costs: Costs) -> pd.DataFrame:
     EPISODES["repriced"] += len(df)
     cases = list(zip(*(df[c].tolist() for c in _CASE)))
     prices = {case: None for case in cases}  # each distinct case priced once (episodes repeat a few thousand)

@@ -33,8 +33,7 @@ from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_policies
 from finbench.running.evaluation import check_inputs
-from finbench.running.reprice import simulation_key
-from finbench.running.reprice import reprice
+from finbench.running.reprice import reprice_own, simulation_key
 from finbench.running.evaluation import evaluate
 
 
@@ -186,7 +185,8 @@ def _episodes(run: Run):
         frame, costs = hit
         hits.setdefault(costs, []).append((i, frame))
     for costs, items in hits.items():
-        priced = reprice(pd.concat([f for _, f in items], ignore_index=True), run.corpus, run.costs, costs)
+        # the memo's own rows, simulated here from this corpus under `costs`: no row check needed
+        priced = reprice_own(pd.concat([f for _, f in items], ignore_index=True), run.corpus, run.costs, costs)
         start = 0
         for i, frame in items:
             parts[i] = priced.iloc[start:start + len(frame)].reset_index(drop=True)
