@@ -1,4 +1,5 @@
-"""The last doors (issue 18): each reproduction gets its clear error, naming the argument, or its documented
+"""Bad input to corpora, runs, the Gymnasium wrapper and the pipeline (found by the hostile pass of
+issue 18): each reproduction gets its clear error, naming the argument, or its documented
 behaviour. Table-driven: one row per reproduction; the deeper tests live with each module
 (tests/agents/test_gym.py, tests/running/test_evaluation.py, tests/test_pipeline.py)."""
 import dataclasses

@@ -1,5 +1,5 @@
-"""The last doors of issue 18, one row per reproduction: a clear FinbenchError naming the argument,
-or the documented behaviour."""
+"""Bad input to the public API (found by the hostile pass of issue 18), one row per reproduction: a
+clear FinbenchError naming the argument, or the documented behaviour."""
 from __future__ import annotations
 
 import json
