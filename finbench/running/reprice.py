@@ -12,8 +12,9 @@ reference position is recomputed per costs. Costs that do reach policies
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from collections import OrderedDict
 
+import numpy as np
 import pandas as pd
 
 from finbench.errors import FinbenchError, bad, show
@@ -44,30 +45,99 @@ def _captures(task, retry_at: str) -> list[Capture]:
     return caps
 
 
-@lru_cache(maxsize=200_000)
-def _money(task, disposition: str, end_t: int, retry_at: str, unrelated_effects: int) -> Money:
-    """Where one distinct case's money ends: run once, whatever the prices (they enter linearly)."""
-    return settle_money(task, _captures(task, retry_at), disposition, end_t, unrelated_effects)
+class _Book:
+    """One corpus's cases, each run to its money once whatever the prices (they enter linearly):
+    a case (`_CASE`) maps to the index of its `Money` among the corpus's distinct ones."""
+
+    def __init__(self, corpus: Corpus):
+        self.tasks = {t.task_id: t for t in corpus.tasks}
+        self.cases: dict[tuple, int] = {}
+        self.index: dict[Money, int] = {}
+        self.moneys: list[Money] = []
+
+    def money_of(self, tid: str, disposition: str, end_t: int, retry_at, unrelated_effects: int) -> int:
+        # a row read back from a CSV holds a missing retry list as NaN
+        case = (tid, disposition, int(end_t), retry_at if isinstance(retry_at, str) else "", int(unrelated_effects))
+        i = self.cases.get(case)
+        if i is None:
+            task = self.tasks[tid]
+            money = settle_money(task, _captures(task, case[3]), disposition, case[2], case[4])
+            i = self.index.get(money)
+            if i is None:
+                i = self.index[money] = len(self.moneys)
+                self.moneys.append(money)
+            self.cases[case] = i
+        return i
 
 
-@lru_cache(maxsize=200_000)
-def _price(task, disposition: str, end_t: int, retry_at: str, unrelated_effects: int, costs: Costs) -> tuple:
-    out = price(_money(task, disposition, end_t, retry_at, unrelated_effects), costs)
-    ref = reference_position(task, costs)
-    gap = round(ref - out.position, 6)
-    b = out.breakdown
-    return (out.position, ref, gap, gap <= C.MONEY_TOL, b["cash"], b["cogs"], b["liability"], b["dispute_fee"],
-            b["escalation"], out.unrelated)
+_BOOKS: OrderedDict = OrderedDict()
+_BOOKS_SIZE = 64
+
+
+def _book(corpus: Corpus) -> _Book:
+    """The corpus's book, kept across calls (by fingerprint: its content) for the last few corpora."""
+    key = corpus.fingerprint
+    book = _BOOKS.get(key)
+    if book is None:
+        book = _BOOKS[key] = _Book(corpus)
+        while len(_BOOKS) > _BOOKS_SIZE:
+            _BOOKS.popitem(last=False)
+    _BOOKS.move_to_end(key)
+    return book
 
 
 _CASE = ("task_id", "disposition", "end_t", "retry_at", "unrelated_effects")
 """The columns of a row that decide its money (with the task)."""
 
 
-def _check_rows(df: pd.DataFrame, tasks: dict, simulated_with: Costs) -> None:
-    """The rows are episodes of these tasks: each re-prices to its own position under the costs
-    it was simulated with (another corpus's rows share task ids but not positions)."""
-    unknown = sorted(set(df["task_id"]) - set(tasks))
+class Repricer:
+    """Rows of one corpus made ready to price under any costs.
+
+    Each row is reduced once to its (money, task) pair: a few thousand rows come to about a
+    thousand pairs and a few hundred distinct moneys, so pricing under one costs prices each
+    money once (`price`), each task's reference once (`reference_position`), each pair's gap
+    once, and spreads them over the rows (a cost sweep prices one frame under 45 costs).
+    """
+
+    def __init__(self, df: pd.DataFrame, corpus: Corpus):
+        self.df, self.book = df, _book(corpus)
+        pairs: dict[tuple[int, str], int] = {}
+        cases = zip(*(df[c].tolist() for c in _CASE))
+        self.rows = np.fromiter((pairs.setdefault((self.book.money_of(*case), case[0]), len(pairs))
+                                 for case in cases), dtype=np.intp, count=len(df))
+        self.pairs = list(pairs)
+
+    def columns(self, costs: Costs) -> list[np.ndarray]:
+        """The `PRICED` columns of the rows under `costs`, in that order."""
+        outs: dict[int, object] = {}
+        refs: dict[str, float] = {}
+        values = []
+        for i, tid in self.pairs:
+            out = outs.get(i)
+            if out is None:
+                out = outs[i] = price(self.book.moneys[i], costs)
+            ref = refs.get(tid)
+            if ref is None:
+                ref = refs[tid] = reference_position(self.book.tasks[tid], costs)
+            gap = round(ref - out.position, 6)
+            values.append((out.position, ref, gap, gap <= C.MONEY_TOL, out.cash, out.cogs, out.liability,
+                           out.dispute_fee, out.escalation, out.unrelated))
+        return [np.array(col)[self.rows] for col in zip(*values)]
+
+    def priced(self, costs: Costs) -> pd.DataFrame:
+        """A copy of the rows with their `PRICED` columns under `costs` (each column keeps its dtype)."""
+        EPISODES["repriced"] += len(self.df)
+        df, out = self.df, self.df.copy()
+        for name, values in zip(PRICED, self.columns(costs)):
+            out[name] = pd.Series(values, index=df.index, dtype=df[name].dtype)
+        return out
+
+
+def _check_rows(df: pd.DataFrame, corpus: Corpus, simulated_with: Costs) -> Repricer:
+    """The rows are episodes of the corpus: each re-prices to its own position under the costs
+    it was simulated with (another corpus's rows share task ids but not positions). Returns
+    the rows made ready to price."""
+    unknown = sorted(set(df["task_id"]) - {t.task_id for t in corpus.tasks})
     if unknown:
         raise FinbenchError(f"reprice: rows of task(s) {', '.join(map(str, unknown[:3]))} that the corpus does not "
                             "hold; give the corpus the rows were simulated on")
@@ -75,18 +145,14 @@ def _check_rows(df: pd.DataFrame, tasks: dict, simulated_with: Costs) -> None:
     if odd:
         raise FinbenchError(f"reprice: unknown disposition(s) {', '.join(map(show, odd[:3]))}; "
                             f"rows hold one of {', '.join(DISPOSITIONS)}")
-    # one check per distinct case (episodes repeat a few thousand), on plain lists: pandas' own
-    # element iteration costs more than the check
-    seen = set()
-    for tid, disp, end, ra, ue, pos in zip(*(df[c].tolist() for c in (*_CASE, "position"))):
-        case = (tid, disp, end, ra, ue, pos)
-        if case in seen:
-            continue
-        seen.add(case)
-        own = _price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), simulated_with)
-        if abs(own[0] - pos) > 1e-6:
-            raise FinbenchError(f"reprice: the row of {tid} ({disp} at t={end}) does not re-price to its own "
-                                "position under simulated_with; these rows come from another corpus or other costs")
+    rows = Repricer(df, corpus)
+    off = np.flatnonzero(np.abs(rows.columns(simulated_with)[0] - df["position"].to_numpy(dtype=float)) > 1e-6)
+    if len(off):
+        r = df.iloc[off[0]]
+        raise FinbenchError(f"reprice: the row of {r['task_id']} ({r['disposition']} at t={r['end_t']}) does not "
+                            "re-price to its own position under simulated_with; these rows come from another "
+                            "corpus or other costs")
+    return rows
 
 
 def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd.DataFrame:
@@ -113,30 +179,4 @@ def reprice(df: pd.DataFrame, corpus, costs: Costs, simulated_with: Costs) -> pd
                             f"see them, so actions may change; simulate instead ({simulated_with} -> {costs})")
     if costs == simulated_with or df.empty:
         return df
-    tasks = {t.task_id: t for t in corpus.tasks}
-    _check_rows(df, tasks, simulated_with)
-    return _repriced(df, tasks, costs)
-
-
-def reprice_own(df: pd.DataFrame, corpus: Corpus, costs: Costs, simulated_with: Costs) -> pd.DataFrame:
-    """`reprice` for rows this process simulated itself from `corpus` under `simulated_with`, with
-    the same `simulation_key` (a `Run`'s memo, keyed by both): the same prices, without checking
-    each row against its own position again (a cost sweep re-prices the same rows under dozens
-    of costs)."""
-    if costs == simulated_with or df.empty:
-        return df
-    return _repriced(df, {t.task_id: t for t in corpus.tasks}, costs)
-
-
-def _repriced(df: pd.DataFrame, tasks: dict, costs: Costs) -> pd.DataFrame:
-    EPISODES["repriced"] += len(df)
-    cases = list(zip(*(df[c].tolist() for c in _CASE)))
-    prices = {case: None for case in cases}  # each distinct case priced once (episodes repeat a few thousand)
-    for case in prices:
-        tid, disp, end, ra, ue = case
-        prices[case] = _price(tasks[tid], disp, int(end), ra if isinstance(ra, str) else "", int(ue), costs)
-    cols = list(zip(*map(prices.__getitem__, cases)))
-    out = df.copy()
-    for name, values in zip(PRICED, cols):
-        out[name] = pd.Series(values, index=df.index, dtype=df[name].dtype)
-    return out
+    return _check_rows(df, corpus, simulated_with).priced(costs)

@@ -33,7 +33,7 @@ from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_policies
 from finbench.running.evaluation import check_inputs
-from finbench.running.reprice import reprice_own, simulation_key
+from finbench.running.reprice import Repricer, simulation_key
 from finbench.running.evaluation import evaluate
 
 
@@ -174,7 +174,7 @@ def _episodes(run: Run):
 
     parts: dict[int, Any] = {}
     missing = []
-    hits: dict = {}  # simulated costs -> [(i, frame)]: one re-pricing for all of them (pandas costs per call)
+    hits: dict = {}  # simulated costs -> [(i, key, frame)]: one re-pricing for all of them (pandas costs per call)
     for i, ref in enumerate(run.policies):
         key = _sim_key(run, ref)
         hit = None if key is None else _MEMO.get(key)
@@ -183,12 +183,17 @@ def _episodes(run: Run):
             continue
         _MEMO.move_to_end(key)
         frame, costs = hit
-        hits.setdefault(costs, []).append((i, frame))
+        hits.setdefault(costs, []).append((i, key, frame))
     for costs, items in hits.items():
-        # the memo's own rows, simulated here from this corpus under `costs`: no row check needed
-        priced = reprice_own(pd.concat([f for _, f in items], ignore_index=True), run.corpus, run.costs, costs)
+        if costs == run.costs:
+            for i, _, frame in items:
+                parts[i] = frame
+            continue
+        priced = _repricer(run.corpus, costs, items).priced(run.costs)
+        if len(items) == len(run.policies):  # all of them, in order: the frame is the run's rows
+            return priced
         start = 0
-        for i, frame in items:
+        for i, _, frame in items:
             parts[i] = priced.iloc[start:start + len(frame)].reset_index(drop=True)
             start += len(frame)
     if missing:
@@ -206,9 +211,30 @@ def _episodes(run: Run):
     return pd.concat([parts[i] for i in range(len(run.policies))], ignore_index=True)
 
 
+_REPRICERS: OrderedDict = OrderedDict()
+_REPRICERS_SIZE = 8
+
+
+def _repricer(corpus: Corpus, costs, items) -> Repricer:
+    """The memo's frames of `items`, concatenated and made ready to price, kept for the next costs
+    (a cost sweep prices the same frames under 45). The memo's own rows, simulated here from this
+    corpus under `costs`: no row check needed."""
+    import pandas as pd
+
+    key = (corpus.fingerprint, costs, tuple(k for _, k, _ in items))
+    rows = _REPRICERS.get(key)
+    if rows is None:
+        rows = _REPRICERS[key] = Repricer(pd.concat([f for _, _, f in items], ignore_index=True), corpus)
+        while len(_REPRICERS) > _REPRICERS_SIZE:
+            _REPRICERS.popitem(last=False)
+    _REPRICERS.move_to_end(key)
+    return rows
+
+
 def clear_memo() -> None:
     """Forget the episodes shared in memory (the disk cache is untouched)."""
     _MEMO.clear()
+    _REPRICERS.clear()
 
 
 # --- sweeps ----------------------------------------------------------------------------
