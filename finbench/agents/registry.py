@@ -286,5 +286,6 @@ def resolve_policies(policies: Any = None) -> tuple[PolicyRef, ...]:
 
 def policy_order(labels) -> list[str]:
     """SPEC's nine in SPEC's order, then any other label in first-seen order."""
-    present = list(dict.fromkeys(labels))
+    unique = getattr(labels, "unique", None)  # a pandas column: first-seen order without a Python loop over rows
+    present = unique().tolist() if callable(unique) else list(dict.fromkeys(labels))
     return [p for p in DEFAULT_POLICIES if p in present] + [p for p in present if p not in DEFAULT_POLICIES]

@@ -67,7 +67,7 @@ def tables(rows: pd.DataFrame, run) -> dict[str, pd.DataFrame]:
 
 
 def _order(df: pd.DataFrame) -> list[str]:
-    present = list(dict.fromkeys(df["policy"]))
+    present = df["policy"].unique().tolist()
     return [p for p in POLICIES if p in present] + [p for p in present if p not in POLICIES]
 
 
@@ -79,7 +79,7 @@ def table8(df: pd.DataFrame, run) -> pd.DataFrame:
     `n_calls` (mean).
     """
     rows = []
-    for mode in dict.fromkeys(df["probe"]):
+    for mode in df["probe"].unique().tolist():
         part = df[df["probe"] == mode]
         order = _order(part)
         gap = M.bootstrap_ci(part, "gap", order, run.n_boot, run.boot_seed)
@@ -128,7 +128,7 @@ def differences(df: pd.DataFrame, run) -> pd.DataFrame:
     units; > 0: the reconciler loses less), and the reconciler under each mode against the gate with
     the full probe (`vs = "finality_gate@full"`, reconciler minus gate)."""
     rows = []
-    for mode in dict.fromkeys(df["probe"]):
+    for mode in df["probe"].unique().tolist():
         part = df[df["probe"] == mode]
         others = _unprivileged(part)
         d = M.bootstrap_diff_table(part, RECONCILER, "gap", others, run.n_boot, run.boot_seed)
@@ -139,7 +139,7 @@ def differences(df: pd.DataFrame, run) -> pd.DataFrame:
     full = "full" if "full" in set(df["probe"]) else None
     if full is not None:
         gate = df[(df["probe"] == full) & (df["policy"] == GATE)].assign(policy=f"{GATE}@full")
-        for mode in dict.fromkeys(df["probe"]):
+        for mode in df["probe"].unique().tolist():
             rec = df[(df["probe"] == mode) & (df["policy"] == RECONCILER)].assign(policy=f"{RECONCILER}@{mode}")
             both = pd.concat([rec, gate], ignore_index=True)
             r = M.bootstrap_diff(both, f"{RECONCILER}@{mode}", f"{GATE}@full", "gap", run.n_boot, run.boot_seed)
@@ -155,7 +155,7 @@ def archetypes(df: pd.DataFrame, run) -> pd.DataFrame:
     gate = df[(df["probe"] == "full") & (df["policy"] == GATE)] if "full" in set(df["probe"]) else df.iloc[0:0]
     gate_gap = gate.groupby("archetype")["gap"].mean()
     rows = []
-    for mode in dict.fromkeys(df["probe"]):
+    for mode in df["probe"].unique().tolist():
         rec = df[(df["probe"] == mode) & (df["policy"] == RECONCILER)]
         total = float(rec["gap"].sum())
         for a, sub in rec.groupby("archetype", sort=True):

@@ -22,7 +22,7 @@ from finbench.running.stats import EPISODES
 from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus
 from finbench.sim.economics import Costs, Money, price, settle_money
-from finbench.sim.env import reference_position
+from finbench.sim.env import reference_money
 from finbench.sim.tools import DISPOSITIONS
 from finbench.sim.world import Capture, agent_capture, original_capture
 
@@ -54,6 +54,22 @@ class _Book:
         self.cases: dict[tuple, int] = {}
         self.index: dict[Money, int] = {}
         self.moneys: list[Money] = []
+        self.references: dict[tuple[str, Costs], int] = {}
+
+    def _indexed(self, money: Money) -> int:
+        i = self.index.get(money)
+        if i is None:
+            i = self.index[money] = len(self.moneys)
+            self.moneys.append(money)
+        return i
+
+    def reference_of(self, tid: str, simulated: Costs) -> int:
+        """The index of the reference's money on task `tid` (what `reference_position` prices)."""
+        key = (tid, simulated)
+        i = self.references.get(key)
+        if i is None:
+            i = self.references[key] = self._indexed(reference_money(self.tasks[tid], simulated))
+        return i
 
     def money_of(self, tid: str, disposition: str, end_t: int, retry_at, unrelated_effects: int) -> int:
         # a row read back from a CSV holds a missing retry list as NaN
@@ -61,12 +77,8 @@ class _Book:
         i = self.cases.get(case)
         if i is None:
             task = self.tasks[tid]
-            money = settle_money(task, _captures(task, case[3]), disposition, case[2], case[4])
-            i = self.index.get(money)
-            if i is None:
-                i = self.index[money] = len(self.moneys)
-                self.moneys.append(money)
-            self.cases[case] = i
+            i = self.cases[case] = self._indexed(settle_money(task, _captures(task, case[3]), disposition, case[2],
+                                                              case[4]))
         return i
 
 
@@ -109,16 +121,18 @@ class Repricer:
 
     def columns(self, costs: Costs) -> list[np.ndarray]:
         """The `PRICED` columns of the rows under `costs`, in that order."""
+        book, simulated = self.book, costs.simulated()
         outs: dict[int, object] = {}
-        refs: dict[str, float] = {}
-        values = []
-        for i, tid in self.pairs:
+
+        def money_priced(i: int):
             out = outs.get(i)
             if out is None:
-                out = outs[i] = price(self.book.moneys[i], costs)
-            ref = refs.get(tid)
-            if ref is None:
-                ref = refs[tid] = reference_position(self.book.tasks[tid], costs)
+                out = outs[i] = price(book.moneys[i], costs)
+            return out
+
+        values = []
+        for i, tid in self.pairs:
+            out, ref = money_priced(i), money_priced(book.reference_of(tid, simulated)).position
             gap = round(ref - out.position, 6)
             values.append((out.position, ref, gap, gap <= C.MONEY_TOL, out.cash, out.cogs, out.liability,
                            out.dispute_fee, out.escalation, out.unrelated))

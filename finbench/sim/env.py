@@ -427,11 +427,13 @@ def reference_position(task: Task, costs: Costs) -> float:
     The oracle reads nothing, so faults cannot move it: it is played once per task and what
     it sees of the costs (`Costs.simulated`), under no faults; other prices re-price its money.
     """
-    return price(_reference_money(task, costs.simulated()), costs).position
+    return price(reference_money(task, costs.simulated()), costs).position
 
 
 @lru_cache(maxsize=65536)
-def _reference_money(task: Task, costs: Costs) -> Money:
+def reference_money(task: Task, costs: Costs) -> Money:
+    """Where the privileged reference's money ends on `task` under the `costs` it sees
+    (`Costs.simulated`): `reference_position` prices it."""
     env = FinalityEnv(task, 0, FaultProfile.none(), costs)
     order = env.reset()["order_id"]
     # the plan's calls are well-formed: the fast path plays them as `step` would
@@ -447,4 +449,4 @@ def clear_memos() -> None:
     clear_worlds()
     _OUTCOMES.clear()
     reference_position.cache_clear()
-    _reference_money.cache_clear()
+    reference_money.cache_clear()
