@@ -137,3 +137,21 @@ def test_experiments_start_longest_first_and_a_new_one_first_of_all():
     assert middle[0] == new
     rest = middle[1:]
     assert len(rest) >= 5 and [times[n] for n in rest] == sorted((times[n] for n in rest), reverse=True)
+
+
+def test_a_failing_cell_still_raises_and_the_kernel_chatter_stays_quiet(tmp_path, capfd):
+    """The kernel's own log is silenced (start-up and shutdown chatter), never a notebook's error."""
+    import nbformat
+    from papermill.exceptions import PapermillExecutionError
+
+    from finbench.pipeline import run_notebook
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_code_cell("raise ValueError('the cell failed')")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "failing.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(PapermillExecutionError, match="the cell failed"):
+        run_notebook(path, out_dir=tmp_path / "out", cwd=tmp_path)
+    err = capfd.readouterr().err
+    assert "IPKernelApp" not in err, err
