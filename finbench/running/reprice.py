@@ -19,9 +19,8 @@ import pandas as pd
 
 from finbench.errors import FinbenchError, bad, show
 from finbench.running.stats import EPISODES
-from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus
-from finbench.sim.economics import Costs, Money, price, settle_money
+from finbench.sim.economics import Costs, Money, gap_of, price, settle_money
 from finbench.sim.env import reference_money
 from finbench.sim.tools import DISPOSITIONS
 from finbench.sim.world import Capture, agent_capture, original_capture
@@ -133,8 +132,7 @@ class Repricer:
         values = []
         for i, tid in self.pairs:
             out, ref = money_priced(i), money_priced(book.reference_of(tid, simulated)).position
-            gap = round(ref - out.position, 6)
-            values.append((out.position, ref, gap, gap <= C.MONEY_TOL, out.cash, out.cogs, out.liability,
+            values.append((out.position, ref, *gap_of(ref, out.position), out.cash, out.cogs, out.liability,
                            out.dispute_fee, out.escalation, out.unrelated))
         return [np.array(col)[self.rows] for col in zip(*values)]
 

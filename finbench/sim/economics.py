@@ -101,6 +101,13 @@ def price(money: Money, costs: Costs) -> Outcome:
                    money.chargeback, money.human_action, money.human_t, money.human_refund_t)
 
 
+def gap_of(reference: float, position: float) -> tuple[float, bool]:
+    """`(gap, exact)` of a position against the reference's (SPEC §8): gap = reference - position,
+    to the millionth (sums of prices leave float noise below it); exact = gap within `MONEY_TOL`."""
+    gap = round(reference - position, 6)
+    return gap, gap <= C.MONEY_TOL
+
+
 def settle_case(task, captures, disposition: str | None, disposition_t: int, costs: Costs,
                 unrelated_effects: int = 0) -> Outcome:
     """Run the case's money to HORIZON and compute the position: `price(settle_money(...), costs)`."""

@@ -13,7 +13,7 @@ from functools import lru_cache
 from finbench.errors import bad, check_int, show
 from finbench.sim import constants as C
 from finbench.sim.task import Task, check_task
-from finbench.sim.economics import Costs, Money, Outcome, price, settle_case, settle_money
+from finbench.sim.economics import Costs, Money, Outcome, gap_of, price, settle_case, settle_money
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.sim.reference import oracle_plan
@@ -394,9 +394,8 @@ class FinalityEnv:
     def scores(self, out: Outcome, reference: float) -> tuple[float, bool, bool]:
         """`(gap, exact, premature_irreversible)` of the ended episode (SPEC §8): gap = reference - position,
         exact = gap within `MONEY_TOL`; premature: the first irreversible action came before determination."""
-        gap = round(reference - out.position, 6)
         first = self.first_irreversible_t
-        return gap, gap <= C.MONEY_TOL, first is not None and first < self.task.determined_at
+        return (*gap_of(reference, out.position), first is not None and first < self.task.determined_at)
 
     @property
     def actions(self) -> list:
@@ -432,8 +431,7 @@ def reference_position(task: Task, costs: Costs) -> float:
 
 @lru_cache(maxsize=65536)
 def reference_money(task: Task, costs: Costs) -> Money:
-    """Where the privileged reference's money ends on `task` under the `costs` it sees
-    (`Costs.simulated`): `reference_position` prices it."""
+    """The reference's money on `task` under the `costs` it sees (`Costs.simulated`); see `reference_position`."""
     env = FinalityEnv(task, 0, FaultProfile.none(), costs)
     order = env.reset()["order_id"]
     # the plan's calls are well-formed: the fast path plays them as `step` would

@@ -118,3 +118,33 @@ def test_a_position_within_a_micro_dollar_is_its_own(episodes):
                                       reprice(df, corpus, CHEAPER, COSTS)[list(PRICED)])
     with pytest.raises(FinbenchError, match="does not re-price to its own position"):
         reprice(_tampered(df, 0, 2e-6), corpus, CHEAPER, COSTS)
+
+
+def test_the_reference_is_priced_as_it_plays_under_the_rows_own_call_budget():
+    # a budget of one call cuts the reference's plan short on some tasks: re-pricing must price
+    # the reference of that budget, as simulating does, not of the default one
+    corpus = fb.make_corpus(n_tasks=20)
+    tight, tight_cheaper = Costs(step_budget=1), Costs(step_budget=1, cogs_rate=0.4, dispute_fee=50.0)
+    df = evaluate(corpus, ["sop"], seeds=[0], costs=tight, cache=False)
+    want = evaluate(corpus, ["sop"], seeds=[0], costs=tight_cheaper, cache=False)
+    default_ref = evaluate(corpus, ["sop"], seeds=[0], costs=CHEAPER, cache=False)["reference_position"]
+    assert (default_ref != want["reference_position"]).any()  # the budget does move the reference
+    pandas.testing.assert_frame_equal(reprice(df, corpus, tight_cheaper, tight)[list(PRICED)], want[list(PRICED)])
+
+
+def test_the_books_of_the_last_corpora_are_kept_and_the_oldest_forgotten(monkeypatch, episodes):
+    from finbench.running import reprice as module
+
+    corpus, df = episodes
+    monkeypatch.setattr(module, "_BOOKS", module.OrderedDict())
+    monkeypatch.setattr(module, "_BOOKS_SIZE", 2)
+    others = [fb.make_corpus(n_tasks=3, master_seed=s) for s in (1, 2)]
+    prints = [corpus.fingerprint, *(c.fingerprint for c in others)]
+    assert len(set(prints)) == 3
+    for c in (corpus, *others):
+        rows = evaluate(c, ["sop"], seeds=[0], cache=False)
+        assert len(reprice(rows, c, CHEAPER, COSTS)) == len(rows)
+    assert list(module._BOOKS) == prints[1:]  # the two latest, oldest first
+    before = reprice(df, corpus, CHEAPER, COSTS)  # a forgotten corpus is booked again
+    assert list(module._BOOKS) == [prints[2], prints[0]]
+    pandas.testing.assert_frame_equal(before, reprice(df, corpus, CHEAPER, COSTS))

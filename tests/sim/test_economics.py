@@ -12,7 +12,7 @@ import pytest
 
 from finbench.errors import FinbenchError
 from finbench.sim import constants as C
-from finbench.sim.economics import Costs, price, settle_case, settle_money
+from finbench.sim.economics import Costs, gap_of, price, settle_case, settle_money
 from finbench.sim.world import Capture
 
 COSTS = Costs()
@@ -138,3 +138,18 @@ def test_settle_money_is_told_the_unrelated_effects():
     with pytest.raises(TypeError):
         settle_money(_task(), [_cap(1, 100)], "ship", 200)
     assert settle_money(_task(other=40.0), [_cap(1, 100)], "ship", 200, 2).unrelated == 80.0
+
+
+# --- the gap and exactness (SPEC §8) ------------------------------------------------------------
+
+@pytest.mark.parametrize("reference, position, gap, exact", [
+    (100.005, 100.0, 0.005, True),  # half a cent behind: still exact (within, not below, MONEY_TOL)
+    (100.0051, 100.0, 0.0051, False),
+    (100.0, 100.0, 0.0, True),
+    (100.0, 250.0, -150.0, True),  # ahead of the reference: exact, with a negative gap
+    (0.12345678, 0.0, 0.123457, False),  # to the millionth, not finer
+    (0.3, 0.1 + 0.2, 0.0, True),  # float noise below the millionth is not a gap
+])
+def test_the_gap_is_kept_to_the_millionth_and_exact_within_half_a_cent(reference, position, gap, exact):
+    assert gap_of(reference, position) == (gap, exact)
+    assert isinstance(gap_of(reference, position)[1], bool)
