@@ -145,10 +145,36 @@ class Repricer:
         return out
 
 
+def _ticks(value) -> bool:
+    """A retry list as rows hold it: ';'-separated whole ticks, empty, or missing (NaN, from a CSV)."""
+    if not isinstance(value, str):
+        return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+    return all(part.isascii() and part.isdigit() for part in value.split(";") if part)
+
+
+def _check_values(df: pd.DataFrame) -> None:
+    """Every value re-pricing reads is one an episode can hold; else the first row that does not,
+    named with its column and value (rows read back from a file may hold anything)."""
+    bad = {"retry_at": np.flatnonzero(~df["retry_at"].map(_ticks).to_numpy(dtype=bool))}
+    for name in ("end_t", "unrelated_effects", "position"):
+        x = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
+        bad[name] = np.flatnonzero(np.isnan(x) if name == "position" else ~(np.isfinite(x) & (x == np.floor(x))))
+    found = [(int(at[0]), name) for name, at in bad.items() if len(at)]
+    if found:
+        at, name = min(found)  # the first row; within it, the columns by name
+        raise FinbenchError(f"reprice: the row of {df['task_id'].iloc[at]} (row {at}) holds "
+                            f"{name}={show(df[name].tolist()[at])}, which no episode has: end_t and "
+                            "unrelated_effects are whole numbers, retry_at ';'-separated ticks, position a number")
+
+
 def _check_rows(df: pd.DataFrame, corpus: Corpus, simulated_with: Costs) -> Repricer:
     """The rows are episodes of the corpus: each re-prices to its own position under the costs
     it was simulated with (another corpus's rows share task ids but not positions). Returns
     the rows made ready to price."""
+    lack = [c for c in dict.fromkeys((*_CASE, *PRICED)) if c not in df.columns]
+    if lack:
+        raise FinbenchError(f"reprice: the rows lack column(s) {', '.join(lack)}; give episode rows as evaluate "
+                            "writes them")
     unknown = sorted(set(df["task_id"]) - {t.task_id for t in corpus.tasks})
     if unknown:
         raise FinbenchError(f"reprice: rows of task(s) {', '.join(map(str, unknown[:3]))} that the corpus does not "
@@ -157,6 +183,7 @@ def _check_rows(df: pd.DataFrame, corpus: Corpus, simulated_with: Costs) -> Repr
     if odd:
         raise FinbenchError(f"reprice: unknown disposition(s) {', '.join(map(show, odd[:3]))}; "
                             f"rows hold one of {', '.join(DISPOSITIONS)}")
+    _check_values(df)
     rows = Repricer(df, corpus)
     off = np.flatnonzero(np.abs(rows.columns(simulated_with)[0] - df["position"].to_numpy(dtype=float)) > 1e-6)
     if len(off):

@@ -148,3 +148,43 @@ def test_the_books_of_the_last_corpora_are_kept_and_the_oldest_forgotten(monkeyp
     before = reprice(df, corpus, CHEAPER, COSTS)  # a forgotten corpus is booked again
     assert list(module._BOOKS) == [prints[2], prints[0]]
     pandas.testing.assert_frame_equal(before, reprice(df, corpus, CHEAPER, COSTS))
+
+
+def test_rows_without_the_columns_re_pricing_reads_or_writes_are_named(episodes):
+    corpus, df = episodes
+    with pytest.raises(FinbenchError) as err:
+        reprice(df.drop(columns=["retry_at", "cogs", "end_t"]), corpus, CHEAPER, COSTS)
+    assert str(err.value) == ("reprice: the rows lack column(s) end_t, retry_at, cogs; give episode rows as "
+                              "evaluate writes them")
+
+
+@pytest.mark.parametrize("column, value, shown", [
+    ("retry_at", "x;12", "retry_at='x;12'"),
+    ("end_t", np.nan, "end_t=nan"),
+    ("end_t", 12.5, "end_t=12.5"),
+    ("unrelated_effects", np.nan, "unrelated_effects=nan"),
+    ("unrelated_effects", "one", "unrelated_effects='one'"),
+    ("position", "a", "position='a'"),
+])
+def test_a_row_whose_case_no_episode_can_hold_is_named(episodes, column, value, shown):
+    corpus, df = episodes
+    at = len(df) // 2
+    bad = df.astype({column: object})
+    bad.iloc[at, bad.columns.get_loc(column)] = value
+    row = df.iloc[at]
+    with pytest.raises(FinbenchError) as err:
+        reprice(bad, corpus, CHEAPER, COSTS)
+    assert str(err.value) == (f"reprice: the row of {row.task_id} (row {at}) holds {shown}, which no episode "
+                              "has: end_t and unrelated_effects are whole numbers, retry_at ';'-separated ticks, "
+                              "position a number")
+
+
+@pytest.mark.parametrize("missing", [None, np.nan, pandas.NA], ids=["None", "NaN", "NA"])
+def test_a_missing_retry_list_is_an_empty_one(episodes, missing):
+    corpus, df = episodes
+    empty = df["retry_at"] == ""
+    assert empty.any()
+    rows = df.astype({"retry_at": object})
+    rows.loc[empty, "retry_at"] = missing
+    pandas.testing.assert_frame_equal(reprice(rows, corpus, CHEAPER, COSTS)[list(PRICED)],
+                                      reprice(df, corpus, CHEAPER, COSTS)[list(PRICED)])
