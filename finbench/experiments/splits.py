@@ -20,6 +20,7 @@ Both counts are reported, with the count of every verdict.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,7 @@ from finbench.analysis.claims import VERDICTS, Claim, claims_frame, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.registry import policy_order
 from finbench.running.run import corpus_for
+from finbench.running.stats import EPISODES, KINDS
 
 NAME = "splits"
 SECTION = "Beyond the paper: regenerated corpora"
@@ -106,27 +108,53 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise ValueError(f"splits: seeds must be distinct and differ from the public split's "
                          f"({run.corpus.master_seed}), got {seeds}")
     corpora = [run.corpus, *(corpus_for(s, len(run.corpus)) for s in seeds)]
-    values, verdicts = [], []
-    for i, corpus in enumerate(corpora):
-        r = run.replace(corpus=corpus)
-        df = r.evaluate()
-        tables = headline.tables(df, r)
-        t2 = tables["table2"]
-        recs = claims_frame(headline.claims(tables))
-        _check_cells(t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"}), recs, f"corpus {corpus.fingerprint}")
-        for item in also:
-            experiment, n = item if isinstance(item, tuple) else (item, None)
-            r_m = r if n is None else r.replace(seeds=r.seeds[:n])
-            tables_m = experiment.tables(experiment.episodes(r_m), r_m)
-            recs = pd.concat([recs, claims_frame(experiment.claims(tables_m))], ignore_index=True)
-        head = {"split": i, "kind": "public" if i == 0 else "regenerated", "master_seed": corpus.master_seed,
-                "corpus": corpus.fingerprint}
-        t2 = t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"})
-        values.append(pd.DataFrame({**head, **{c: t2[c] for c in t2.columns}}))
-        keep = ["experiment", "id", "claim", "scope", "paper", "paper_lo", "paper_hi", "ours", "holds", "verdict",
-                "margin", "source"]
-        verdicts.append(pd.DataFrame({**head, **{c: recs[c] for c in keep}}))
-    return pd.concat(values, ignore_index=True), pd.concat(verdicts, ignore_index=True)
+    jobs = [(run.replace(corpus=corpus), i, headline, also) for i, corpus in enumerate(corpora)]
+    workers = min(run.n_jobs, len(jobs))
+    if workers > 1:
+        # one corpus a worker, each simulating its own chunks in turn (the rows, and so the cache
+        # files, do not depend on n_jobs): the tables and figures of a warm run, which are most of
+        # its time, run beside each other too; only the small per-corpus frames come back
+        from joblib import Parallel, delayed
+
+        done = Parallel(n_jobs=workers)(delayed(_counted)(r.replace(n_jobs=1), *rest) for r, *rest in jobs)
+    else:
+        done = [_counted(*job) for job in jobs]
+    for _, _, counts in done:
+        EPISODES.update(counts)
+    return (pd.concat([v for v, _, _ in done], ignore_index=True),
+            pd.concat([v for _, v, _ in done], ignore_index=True))
+
+
+def _counted(r, i: int, headline, also) -> tuple[pd.DataFrame, pd.DataFrame, Counter]:
+    """`_corpus` and the episodes it simulated, loaded and re-priced, taken off this process's
+    counts (the caller adds them back, whichever process ran it)."""
+    before = Counter(EPISODES)
+    values, verdicts = _corpus(r, i, headline, also)
+    counts = Counter({k: EPISODES[k] - before[k] for k in KINDS})
+    EPISODES.subtract(counts)
+    return values, verdicts, counts
+
+
+def _corpus(r, i: int, headline, also) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One corpus's Table II (`values`) and claims (`verdicts`) under `r`, the `i`-th split."""
+    corpus = r.corpus
+    df = r.evaluate()
+    tables = headline.tables(df, r)
+    t2 = tables["table2"]
+    recs = claims_frame(headline.claims(tables))
+    _check_cells(t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"}), recs, f"corpus {corpus.fingerprint}")
+    for item in also:
+        experiment, n = item if isinstance(item, tuple) else (item, None)
+        r_m = r if n is None else r.replace(seeds=r.seeds[:n])
+        tables_m = experiment.tables(experiment.episodes(r_m), r_m)
+        recs = pd.concat([recs, claims_frame(experiment.claims(tables_m))], ignore_index=True)
+    head = {"split": i, "kind": "public" if i == 0 else "regenerated", "master_seed": corpus.master_seed,
+            "corpus": corpus.fingerprint}
+    t2 = t2.rename(columns={f"pass{_k(t2)}_pct": "passk_pct"})
+    keep = ["experiment", "id", "claim", "scope", "paper", "paper_lo", "paper_hi", "ours", "holds", "verdict",
+            "margin", "source"]
+    return (pd.DataFrame({**head, **{c: t2[c] for c in t2.columns}}),
+            pd.DataFrame({**head, **{c: recs[c] for c in keep}}))
 
 
 def _paper(verdicts: pd.DataFrame) -> dict[tuple[str, str], dict]:
