@@ -173,18 +173,22 @@ def _cluster_backend() -> bool:
     return type(get_active_backend()[0]).__name__ not in _LOCAL_BACKENDS
 
 
-def _cap_jobs(n_jobs: int, work: int) -> int:
+def cap_jobs(n_jobs: int, work: int, where: str = "evaluate", pieces: str = "chunks") -> int:
     """At most one worker per piece of work and per core (a note when capped); under a cluster
-    backend, per piece of work only (-1: one per piece, and the cluster schedules them)."""
+    backend, per piece of work only (-1: one per piece, and the cluster schedules them).
+
+    Raises:
+        FinbenchError: `n_jobs` is not a positive integer or -1 (named as `where`'s argument).
+    """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
-        raise bad("evaluate", "n_jobs", n_jobs, "a positive integer, or -1 for every core")
+        raise bad(where, "n_jobs", n_jobs, "a positive integer, or -1 for every core")
     if n_jobs != 1 and work > 1 and _cluster_backend():
         return work if n_jobs == -1 else min(n_jobs, work)
     cores = os.cpu_count() or 1
     want = cores if n_jobs == -1 else n_jobs
     capped = max(1, min(want, cores, work))
     if n_jobs > capped and n_jobs != -1:
-        print(f"note: n_jobs={n_jobs} capped at {capped} ({work} chunks of work, {cores} cores)", file=sys.stderr)
+        print(f"note: n_jobs={n_jobs} capped at {capped} ({work} {pieces} of work, {cores} cores)", file=sys.stderr)
     return capped
 
 
@@ -257,7 +261,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     if work:
         calls = [(chunks[ci], [refs[si] for si, _, _ in items], seeds, profile, costs, probe)
                  for ci, items in work]
-        workers = _cap_jobs(n_jobs, len(work))
+        workers = cap_jobs(n_jobs, len(work))
         if workers > 1:
             from joblib import Parallel, delayed
 

@@ -12,6 +12,10 @@ reference position is recomputed per costs. Costs that do reach policies
 """
 from __future__ import annotations
 
+import decimal
+import math
+import numbers
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -56,11 +60,12 @@ class _Book:
         self.references: dict[tuple[str, Costs], int] = {}
 
     def _indexed(self, money: Money) -> int:
-        i = self.index.get(money)
-        if i is None:
-            i = self.index[money] = len(self.moneys)
-            self.moneys.append(money)
-        return i
+        with _LOCK:  # threads re-pricing one corpus at once: one index per money, each its own
+            i = self.index.get(money)
+            if i is None:
+                i = self.index[money] = len(self.moneys)
+                self.moneys.append(money)
+            return i
 
     def reference_of(self, tid: str, simulated: Costs) -> int:
         """The index of the reference's money on task `tid` (what `reference_position` prices)."""
@@ -71,8 +76,7 @@ class _Book:
         return i
 
     def money_of(self, tid: str, disposition: str, end_t: int, retry_at, unrelated_effects: int) -> int:
-        # a row read back from a CSV holds a missing retry list as NaN
-        case = (tid, disposition, int(end_t), retry_at if isinstance(retry_at, str) else "", int(unrelated_effects))
+        case = (tid, disposition, int(end_t), _retry_text(retry_at), int(unrelated_effects))
         i = self.cases.get(case)
         if i is None:
             task = self.tasks[tid]
@@ -85,16 +89,20 @@ _BOOKS: OrderedDict = OrderedDict()
 _BOOKS_SIZE = 64
 
 
+_LOCK = threading.RLock()
+
+
 def _book(corpus: Corpus) -> _Book:
     """The corpus's book, kept across calls (by fingerprint: its content) for the last few corpora."""
     key = corpus.fingerprint
-    book = _BOOKS.get(key)
-    if book is None:
-        book = _BOOKS[key] = _Book(corpus)
-        while len(_BOOKS) > _BOOKS_SIZE:
-            _BOOKS.popitem(last=False)
-    _BOOKS.move_to_end(key)
-    return book
+    with _LOCK:
+        book = _BOOKS.get(key)
+        if book is None:
+            book = _BOOKS[key] = _Book(corpus)
+            while len(_BOOKS) > _BOOKS_SIZE:
+                _BOOKS.popitem(last=False)
+        _BOOKS.move_to_end(key)
+        return book
 
 
 _CASE = ("task_id", "disposition", "end_t", "retry_at", "unrelated_effects")
@@ -141,30 +149,53 @@ class Repricer:
         EPISODES["repriced"] += len(self.df)
         df, out = self.df, self.df.copy()
         for name, values in zip(PRICED, self.columns(costs)):
-            out[name] = pd.Series(values, index=df.index, dtype=df[name].dtype)
+            kept = df[name].dtype  # a price is not a whole number: an integer column comes back as floats
+            out[name] = pd.Series(values, index=df.index, dtype=None if kept.kind in "iu" else kept)
         return out
 
 
 def _ticks(value) -> bool:
-    """A retry list as rows hold it: ';'-separated whole ticks, empty, or missing (NaN, from a CSV)."""
-    if not isinstance(value, str):
-        return value is None or value is pd.NA or (isinstance(value, float) and value != value)
-    return all(part.isascii() and part.isdigit() for part in value.split(";") if part)
+    """A retry list as rows hold it: ';'-separated whole ticks, empty, missing (None, NaN), or one
+    tick as a number (a CSV reads a column without a ';' back as numbers, NaN where none)."""
+    if isinstance(value, str):
+        return all(part.isascii() and part.isdigit() for part in value.split(";") if part)
+    if value is None or value is pd.NA:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, decimal.Decimal)):
+        return False
+    return value != value or (math.isfinite(value) and value >= 0 and value == int(value))
+
+
+def _retry_text(value) -> str:
+    """The retry list of a row as text (see `_ticks`): "" when missing, "121" for 121.0."""
+    if isinstance(value, str):
+        return value
+    if value is None or value is pd.NA or value != value:
+        return ""
+    return str(int(value))
+
+
+def _reals(column: pd.Series) -> np.ndarray:
+    """The column as floats, NaN where a value is not a real number (text is not a number here)."""
+    if column.dtype.kind in "iufb":
+        return column.to_numpy(dtype=float, na_value=np.nan)
+    return np.array([float(v) if isinstance(v, (numbers.Real, decimal.Decimal)) and not isinstance(v, bool)
+                     else np.nan for v in column.tolist()], dtype=float)
 
 
 def _check_values(df: pd.DataFrame) -> None:
     """Every value re-pricing reads is one an episode can hold; else the first row that does not,
     named with its column and value (rows read back from a file may hold anything)."""
     bad = {"retry_at": np.flatnonzero(~df["retry_at"].map(_ticks).to_numpy(dtype=bool))}
-    for name in ("end_t", "unrelated_effects", "position"):
-        x = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
-        bad[name] = np.flatnonzero(np.isnan(x) if name == "position" else ~(np.isfinite(x) & (x == np.floor(x))))
+    for name in ("end_t", "unrelated_effects", "position", "reference_position"):
+        x = _reals(df[name])
+        bad[name] = np.flatnonzero(np.isnan(x) if "position" in name else ~(np.isfinite(x) & (x == np.floor(x))))
     found = [(int(at[0]), name) for name, at in bad.items() if len(at)]
     if found:
         at, name = min(found)  # the first row; within it, the columns by name
-        raise FinbenchError(f"reprice: the row of {df['task_id'].iloc[at]} (row {at}) holds "
+        raise FinbenchError(f"reprice: the row of {df['task_id'].iloc[at]} (index {show(df.index[at])}) holds "
                             f"{name}={show(df[name].tolist()[at])}, which no episode has: end_t and "
-                            "unrelated_effects are whole numbers, retry_at ';'-separated ticks, position a number")
+                            "unrelated_effects are whole numbers, retry_at ';'-separated ticks, the positions numbers")
 
 
 def _check_rows(df: pd.DataFrame, corpus: Corpus, simulated_with: Costs) -> Repricer:
@@ -175,22 +206,28 @@ def _check_rows(df: pd.DataFrame, corpus: Corpus, simulated_with: Costs) -> Repr
     if lack:
         raise FinbenchError(f"reprice: the rows lack column(s) {', '.join(lack)}; give episode rows as evaluate "
                             "writes them")
-    unknown = sorted(set(df["task_id"]) - {t.task_id for t in corpus.tasks})
+    twice = [c for c in dict.fromkeys((*_CASE, *PRICED)) if list(df.columns).count(c) > 1]
+    if twice:
+        raise FinbenchError(f"reprice: the rows hold column(s) {', '.join(twice)} more than once")
+    unknown = sorted(set(df["task_id"]) - {t.task_id for t in corpus.tasks}, key=show)
     if unknown:
         raise FinbenchError(f"reprice: rows of task(s) {', '.join(map(str, unknown[:3]))} that the corpus does not "
                             "hold; give the corpus the rows were simulated on")
-    odd = sorted(set(df["disposition"]) - set(DISPOSITIONS))
+    odd = sorted(set(df["disposition"]) - set(DISPOSITIONS), key=show)
     if odd:
         raise FinbenchError(f"reprice: unknown disposition(s) {', '.join(map(show, odd[:3]))}; "
                             f"rows hold one of {', '.join(DISPOSITIONS)}")
     _check_values(df)
     rows = Repricer(df, corpus)
-    off = np.flatnonzero(np.abs(rows.columns(simulated_with)[0] - df["position"].to_numpy(dtype=float)) > 1e-6)
-    if len(off):
-        r = df.iloc[off[0]]
-        raise FinbenchError(f"reprice: the row of {r['task_id']} ({r['disposition']} at t={r['end_t']}) does not "
-                            "re-price to its own position under simulated_with; these rows come from another "
-                            "corpus or other costs")
+    # its own position and its own reference: a row of another corpus may share the first by chance
+    own = rows.columns(simulated_with)[:2]
+    for name, values in zip(("position", "reference position"), own):
+        off = np.flatnonzero(np.abs(values - _reals(df[name.replace(" ", "_")])) > 1e-6)
+        if len(off):
+            r = df.iloc[off[0]]
+            raise FinbenchError(f"reprice: the row of {r['task_id']} ({r['disposition']} at t={r['end_t']}) does "
+                                f"not re-price to its own {name} under simulated_with; these rows come from another "
+                                "corpus or other costs")
     return rows
 
 

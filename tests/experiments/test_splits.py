@@ -83,6 +83,40 @@ def test_corpora_in_parallel_give_the_same_frames_and_counts(tmp_path):
     assert counted(run.replace(cache=tmp_path / "par"))[1] == {"simulated": 0, "loaded": one["simulated"]}
 
 
+def test_a_worker_s_warnings_reach_the_caller_and_a_bad_n_jobs_is_named():
+    import warnings
+
+    from finbench.errors import FinbenchError
+
+    run = fb.Run.make(master_seed=909, n_tasks=12, seeds=range(1), n_boot=20, cache=False)
+
+    class Warns:
+        """An experiment that warns on every corpus."""
+
+        @staticmethod
+        def episodes(r):
+            return r.evaluate()
+
+        @staticmethod
+        def tables(df, r):
+            warnings.warn(f"odd corpus {r.corpus.master_seed}", UserWarning)
+            return {}
+
+        @staticmethod
+        def claims(tables):
+            return []
+
+    seeds = split_seeds(1, 919)
+    for n_jobs in (1, 2):
+        with pytest.warns(UserWarning) as caught:
+            S.across(run.replace(n_jobs=n_jobs), seeds, H, also=(Warns,))
+        got = [str(w.message) for w in caught if str(w.message).startswith("odd corpus")]
+        assert got == [f"odd corpus {s}" for s in (909, *seeds)], n_jobs
+    for bad in (2.0, "2", 0):
+        with pytest.raises(FinbenchError, match=r"splits: n_jobs must be a positive integer, or -1"):
+            S.across(run.replace(n_jobs=bad), seeds, H)
+
+
 def test_every_corpus_holds_table2_and_the_headline_claims(small):
     run, values, verdicts = small
     seeds = [C.PUBLIC_SEED, *split_seeds(N_SPLITS)]

@@ -43,14 +43,14 @@ def test_same_rows_through_dask():
             b = evaluate(SMALL, POLS, seeds=range(2), n_jobs=2, cache=False)
             c = evaluate(SMALL, POLS, seeds=range(2), n_jobs=-1, cache=False)
             # a cluster's workers are not this machine's cores: -1 is one worker per chunk of work
-            assert runner._cap_jobs(-1, 500) == 500 and runner._cap_jobs(64, 500) == 64
-            assert runner._cap_jobs(1, 500) == 1 and runner._cap_jobs(-1, 1) == 1
+            assert runner.cap_jobs(-1, 500) == 500 and runner.cap_jobs(64, 500) == 64
+            assert runner.cap_jobs(1, 500) == 1 and runner.cap_jobs(-1, 1) == 1
     pd.testing.assert_frame_equal(a, b)
     pd.testing.assert_frame_equal(a, c)
     cores = os.cpu_count() or 1
-    assert runner._cap_jobs(-1, 500) == cores  # locally, capped at the cores again
+    assert runner.cap_jobs(-1, 500) == cores  # locally, capped at the cores again
     with joblib.parallel_config(backend="threading"):
-        assert runner._cap_jobs(-1, 500) == cores
+        assert runner.cap_jobs(-1, 500) == cores
 
 
 def test_cached_rows_equal_fresh_rows_exactly(tmp_path):

@@ -165,6 +165,8 @@ def test_rows_without_the_columns_re_pricing_reads_or_writes_are_named(episodes)
     ("unrelated_effects", np.nan, "unrelated_effects=nan"),
     ("unrelated_effects", "one", "unrelated_effects='one'"),
     ("position", "a", "position='a'"),
+    ("end_t", "121.0", "end_t='121.0'"),  # a number as text is not a tick
+    ("unrelated_effects", 1j, "unrelated_effects=1j"),
 ])
 def test_a_row_whose_case_no_episode_can_hold_is_named(episodes, column, value, shown):
     corpus, df = episodes
@@ -174,9 +176,9 @@ def test_a_row_whose_case_no_episode_can_hold_is_named(episodes, column, value, 
     row = df.iloc[at]
     with pytest.raises(FinbenchError) as err:
         reprice(bad, corpus, CHEAPER, COSTS)
-    assert str(err.value) == (f"reprice: the row of {row.task_id} (row {at}) holds {shown}, which no episode "
+    assert str(err.value) == (f"reprice: the row of {row.task_id} (index {at}) holds {shown}, which no episode "
                               "has: end_t and unrelated_effects are whole numbers, retry_at ';'-separated ticks, "
-                              "position a number")
+                              "the positions numbers")
 
 
 @pytest.mark.parametrize("missing", [None, np.nan, pandas.NA], ids=["None", "NaN", "NA"])
@@ -188,3 +190,103 @@ def test_a_missing_retry_list_is_an_empty_one(episodes, missing):
     rows.loc[empty, "retry_at"] = missing
     pandas.testing.assert_frame_equal(reprice(rows, corpus, CHEAPER, COSTS)[list(PRICED)],
                                       reprice(df, corpus, CHEAPER, COSTS)[list(PRICED)])
+
+
+def test_a_bad_row_is_named_by_its_index_label(episodes):
+    corpus, df = episodes
+    shuffled = df.iloc[::-1]
+    label = shuffled.index[3]
+    bad = shuffled.astype({"end_t": object})
+    bad.loc[label, "end_t"] = "x"
+    with pytest.raises(FinbenchError, match=rf"the row of {df.loc[label, 'task_id']} \(index {label}\) holds end_t='x'"):
+        reprice(bad, corpus, CHEAPER, COSTS)
+
+
+def test_rows_read_back_from_a_csv_re_price_as_written(episodes, tmp_path):
+    # without a ';' anywhere, a CSV reads the retry ticks back as numbers (121.0), NaN where none
+    corpus, _ = episodes
+    df = evaluate(corpus, None, seeds=[0], cache=False)  # the nine: some retry
+    one_retry = df[~df["retry_at"].str.contains(";")]
+    assert (one_retry["retry_at"] != "").any()
+    one_retry.to_csv(tmp_path / "rows.csv", index=False)
+    back = pandas.read_csv(tmp_path / "rows.csv")
+    assert back["retry_at"].dtype.kind == "f"
+    got = reprice(back, corpus, CHEAPER, COSTS)[list(PRICED)]
+    want = reprice(one_retry, corpus, CHEAPER, COSTS)[list(PRICED)].reset_index(drop=True)
+    pandas.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def test_rows_of_another_corpus_that_share_a_position_are_still_refused():
+    # a row of B whose position A's task of that id happens to give too: its reference tells them apart
+    a, b = fb.make_corpus(n_tasks=12, master_seed=0), fb.make_corpus(n_tasks=12, master_seed=1)
+    rows = evaluate(b, None, seeds=[0], cache=False)
+    rows = rows[rows["task_id"].isin({t.task_id for t in a.tasks})]
+    from finbench.running.reprice import Repricer
+
+    positions, references = Repricer(rows, a).columns(COSTS)[:2]
+    alike = rows[(abs(positions - rows["position"]) <= 1e-6) & (abs(references - rows["reference_position"]) > 1e-6)]
+    assert len(alike) > 0
+    with pytest.raises(FinbenchError, match="another corpus or other costs"):
+        reprice(alike, a, CHEAPER, COSTS)
+
+
+def test_integer_price_columns_come_back_as_floats(episodes):
+    corpus, df = episodes
+    ints = df.astype({"gap": "int64", "position": "float64"})
+    ints["gap"] = 0
+    out = reprice(ints.assign(gap=ints["gap"]), corpus, CHEAPER, COSTS)
+    assert out["gap"].dtype == "float64"
+    pandas.testing.assert_series_equal(out["gap"], reprice(df, corpus, CHEAPER, COSTS)["gap"])
+
+
+def test_a_column_given_twice_is_named(episodes):
+    corpus, df = episodes
+    twice = pandas.concat([df, df[["position"]]], axis=1)
+    with pytest.raises(FinbenchError, match=r"the rows hold column\(s\) position more than once"):
+        reprice(twice, corpus, CHEAPER, COSTS)
+
+
+def test_odd_values_of_mixed_types_are_named_not_sorted(episodes):
+    corpus, df = episodes
+    rows = df.iloc[:3].astype({"disposition": object})
+    rows["disposition"] = [None, 5, "ship"]
+    with pytest.raises(FinbenchError, match=r"unknown disposition\(s\) (5, None|None, 5)"):
+        reprice(rows, corpus, CHEAPER, COSTS)
+    ids = df.iloc[:2].astype({"task_id": object})
+    ids["task_id"] = [7, None]
+    with pytest.raises(FinbenchError, match=r"rows of task\(s\) .* that the corpus does not hold"):
+        reprice(ids, corpus, CHEAPER, COSTS)
+
+
+def test_threads_adding_moneys_to_one_book_at_once_keep_each_money_at_its_own_index(episodes):
+    # threads re-pricing one corpus share its book: a check-then-insert race would point a money's
+    # index at another money, and every later price of that money would be wrong
+    import dataclasses
+    import sys
+    import threading
+
+    from finbench.running import reprice as module
+    from finbench.sim.env import reference_money
+
+    corpus, _ = episodes
+    book = module._Book(corpus)
+    money = reference_money(corpus.tasks[0], COSTS)
+    start = threading.Barrier(8)
+
+    def add(k):
+        start.wait()
+        for j in range(3000):
+            book._indexed(dataclasses.replace(money, value=k * 10_000 + j))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible (45 of 24,000 wrong without the lock)
+    try:
+        threads = [threading.Thread(target=add, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert len(book.moneys) == len(book.index) == 8 * 3000
+    assert [m for m, i in book.index.items() if book.moneys[i] != m] == []
