@@ -20,6 +20,7 @@ Both counts are reported, with the count of every verdict.
 from __future__ import annotations
 
 import math
+import pickle
 import warnings
 from collections import Counter
 
@@ -119,7 +120,7 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
         # its time, run beside each other too; only the small per-corpus frames come back
         from joblib import Parallel, delayed
 
-        done = Parallel(n_jobs=workers)(delayed(_counted)(r.replace(n_jobs=1), *rest) for r, *rest in jobs)
+        done = Parallel(n_jobs=workers)(delayed(_in_worker)(r.replace(n_jobs=1), *rest) for r, *rest in jobs)
     else:
         done = [_counted(*job) for job in jobs]
     for _, _, counts, caught in done:
@@ -128,6 +129,19 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
             warnings.warn(message, category, stacklevel=2)
     return (pd.concat([d[0] for d in done], ignore_index=True),
             pd.concat([d[1] for d in done], ignore_index=True))
+
+
+def _in_worker(r, i: int, headline, also) -> tuple:
+    """`_counted` in a worker process: an error that cannot cross back whole (pickled and read
+    back) comes back as a RuntimeError that names it, not as a broken process pool."""
+    try:
+        return _counted(r, i, headline, also)
+    except Exception as e:
+        try:
+            pickle.loads(pickle.dumps(e))
+        except Exception:  # noqa: BLE001 - whatever stops it crossing, say what it was
+            raise RuntimeError(f"splits: on corpus {r.corpus.master_seed}: {type(e).__name__}: {e}") from None
+        raise
 
 
 def _counted(r, i: int, headline, also) -> tuple[pd.DataFrame, pd.DataFrame, Counter, list]:

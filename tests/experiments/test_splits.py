@@ -117,6 +117,27 @@ def test_a_worker_s_warnings_reach_the_caller_and_a_bad_n_jobs_is_named():
             S.across(run.replace(n_jobs=bad), seeds, H)
 
 
+class _Odd(Exception):
+    def __init__(self, what, where):  # two arguments: pickle cannot build it back
+        super().__init__(f"{what} at {where}")
+
+
+def test_an_error_in_a_worker_reaches_the_caller_named():
+    run = fb.Run.make(master_seed=909, n_tasks=12, seeds=range(1), n_boot=20, cache=False, n_jobs=2)
+
+    class Fails:
+        episodes = staticmethod(lambda r: None)
+
+        @staticmethod
+        def tables(df, r):
+            raise _Odd("no tables", r.corpus.master_seed)
+
+    with pytest.raises(RuntimeError, match=r"splits: on corpus \d+: _Odd: no tables at \d+"):
+        S.across(run, split_seeds(1, 919), H, also=(Fails,))
+    with pytest.raises(_Odd, match="no tables at 909"):  # one process: the error itself
+        S.across(run.replace(n_jobs=1), split_seeds(1, 919), H, also=(Fails,))
+
+
 def test_every_corpus_holds_table2_and_the_headline_claims(small):
     run, values, verdicts = small
     seeds = [C.PUBLIC_SEED, *split_seeds(N_SPLITS)]
