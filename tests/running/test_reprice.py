@@ -167,6 +167,10 @@ def test_rows_without_the_columns_re_pricing_reads_or_writes_are_named(episodes)
     ("position", "a", "position='a'"),
     ("end_t", "121.0", "end_t='121.0'"),  # a number as text is not a tick
     ("unrelated_effects", 1j, "unrelated_effects=1j"),
+    ("retry_at", True, "retry_at=True"),  # a bool is not a tick
+    ("retry_at", 1j, "retry_at=1j"),
+    ("retry_at", -1.0, "retry_at=-1.0"),
+    ("retry_at", 12.5, "retry_at=12.5"),
 ])
 def test_a_row_whose_case_no_episode_can_hold_is_named(episodes, column, value, shown):
     corpus, df = episodes
@@ -241,8 +245,8 @@ def test_integer_price_columns_come_back_as_floats(episodes):
 
 def test_a_column_given_twice_is_named(episodes):
     corpus, df = episodes
-    twice = pandas.concat([df, df[["position"]]], axis=1)
-    with pytest.raises(FinbenchError, match=r"the rows hold column\(s\) position more than once"):
+    twice = pandas.concat([df, df[["position", "cogs"]]], axis=1)
+    with pytest.raises(FinbenchError, match=r"the rows hold column\(s\) position, cogs more than once"):
         reprice(twice, corpus, CHEAPER, COSTS)
 
 
@@ -253,7 +257,7 @@ def test_odd_values_of_mixed_types_are_named_not_sorted(episodes):
     with pytest.raises(FinbenchError, match=r"unknown disposition\(s\) (5, None|None, 5)"):
         reprice(rows, corpus, CHEAPER, COSTS)
     ids = df.iloc[:2].astype({"task_id": object})
-    ids["task_id"] = [7, None]
+    ids["task_id"] = [7, "x"]  # not comparable with each other: sorted by how they are shown
     with pytest.raises(FinbenchError, match=r"rows of task\(s\) .* that the corpus does not hold"):
         reprice(ids, corpus, CHEAPER, COSTS)
 
