@@ -118,7 +118,7 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
         # one corpus a worker, each simulating its own chunks in turn (the rows, and so the cache
         # files, do not depend on n_jobs): the tables and figures of a warm run, which are most of
         # its time, run beside each other too; only the small per-corpus frames come back
-        from joblib import Parallel, delayed
+        from joblib import Parallel, delayed  # lazy: loaded only when corpora run in parallel
 
         done = Parallel(n_jobs=workers)(delayed(_in_worker)(r.replace(n_jobs=1), *rest) for r, *rest in jobs)
     else:

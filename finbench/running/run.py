@@ -219,7 +219,7 @@ def _repricer(corpus: Corpus, costs, items) -> Repricer:
     """The memo's frames of `items`, concatenated and made ready to price, kept for the next costs
     (a cost sweep prices the same frames under 45). The memo's own rows, simulated here from this
     corpus under `costs`: no row check needed."""
-    import pandas as pd
+    import pandas as pd  # lazy: a Run is described without loading pandas
 
     key = (corpus.fingerprint, costs, tuple(k for _, k, _ in items))
     rows = _REPRICERS.get(key)
