@@ -22,6 +22,7 @@ _EXPORTS = {
     "agents.policies": ("POLICIES", "Policy"),
     "agents.registry": ("PolicyRef", "get_policy", "register_policy"),
     "errors": ("FinbenchError", "PolicyError"),
+    "memo": ("clear_caches",),
     "running.evaluation": ("evaluate",),
     "sim.tools": ("tool_schemas",),
     "running.run": ("Run", "sweep"),

@@ -9,7 +9,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "finbench"
 # each layer may import itself, the ones listed before it, and the shared errors
 ORDER = ("sim", "grading", "agents", "running", "analysis", "experiments")
-SHARED = {"finbench.errors", "finbench.files"}
+SHARED = {"finbench.errors", "finbench.files", "finbench.memo"}
 
 
 def _modules() -> dict[str, Path]:

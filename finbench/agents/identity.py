@@ -9,7 +9,9 @@ identity is built from the code that runs and the values it reads, never from
   defaults and closure values, any other attribute by its value;
 - an object: its class's identity and its state (`__dict__` and slots), each
   value walked the same way (a function held by an object counts by its code);
-- a function, lambda or closure: its code, defaults, closure values, and every
+- a class's metaclass, if it is the user's, as a class;
+- a function, lambda or closure: its code, defaults, closure values, its own
+  attributes (`__dict__`: what `functools.wraps` and `f.limit = 3` set), and every
   global it names: a class or function by its identity, a plain value by
   `joblib.hash` (so `lambda: Patient(LIMIT)` changes when `Patient`, `LIMIT`
   or the lambda does); a module it names counts by name only;
@@ -34,6 +36,8 @@ import types
 from typing import Any
 
 import joblib
+
+from finbench.memo import memoised
 
 _DEPTH = 8
 """How deep the walk through referenced classes, functions and values goes before giving up."""
@@ -96,6 +100,9 @@ def _is_object(obj: Any) -> bool:
 
 def _class(cls: type, depth: int, seen: dict[int, int]) -> tuple:
     out: list = [f"{cls.__module__}.{cls.__qualname__}"]
+    meta = type(cls)
+    if meta is not type and not _library(meta):  # a class attribute may be the metaclass's
+        out.append(("metaclass", _walk(meta, depth - 1, seen)))
     for base in cls.__mro__:
         if _library(base):
             out.append(f"{base.__module__}.{base.__qualname__}")
@@ -117,8 +124,10 @@ def _function(fn, depth: int, seen: dict[int, int]) -> tuple:
     if _library(fn):
         return ("function", f"{fn.__module__}.{fn.__qualname__}")
     closure = tuple(_cell(c, depth, seen) for c in (fn.__closure__ or ()))
+    own = {k: v for k, v in vars(fn).items() if k not in _BOOKKEEPING}
     return ("function", fn.__qualname__, _code(fn.__code__), _value(fn.__defaults__, depth, seen),
-            _value(fn.__kwdefaults__, depth, seen), closure, _globals(fn, depth - 1, seen))
+            _value(fn.__kwdefaults__, depth, seen), closure, _globals(fn, depth - 1, seen),
+            _value(own, depth - 1, seen))
 
 
 def _cell(cell, depth: int, seen: dict[int, int]) -> Any:
@@ -148,6 +157,9 @@ def _value(value: Any, depth: int, seen: dict[int, int]) -> Any:
     """A value's identity: code for what runs, `joblib.hash` for plain data, containers element-wise."""
     if isinstance(value, _CALLABLE):
         return _walk(value, depth, seen)
+    wrapped = getattr(value, "__wrapped__", None) if callable(value) else None
+    if isinstance(wrapped, types.FunctionType):  # a decorated helper (`functools.lru_cache`, `wraps`): its code
+        return ("wrapped", _walk(wrapped, depth, seen))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, *(_value(v, depth - 1, seen) for v in value))
     if isinstance(value, dict):
@@ -201,7 +213,7 @@ def _library(obj: Any) -> bool:
     return module != "builtins" and _installed(module)  # "builtins" and not Python's own: exec made it
 
 
-@functools.lru_cache(maxsize=1024)
+@memoised("agents.identity.installed", keys="a module's name (where it was imported from)", bound=1024)
 def _installed(module: str) -> bool:
     """A module of the standard library or an installed package (its file under the interpreter's prefix)."""
     if module in sys.builtin_module_names:

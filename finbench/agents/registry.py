@@ -10,6 +10,17 @@ and a cache identity. It is made from any of:
   from one episode into the next;
 - a `PolicyRef` built explicitly (to set the label or the cache identity).
 
+What may be cached: the package's own policies, by the package's code (the
+episode cache's source digest) and their knobs. A user's policy (a class,
+object, factory, a registered name of the user's, a module installed under
+`site-packages`) is played afresh on every evaluation unless it declares
+`cache_id`, a version string its author bumps when its behaviour changes: its
+behaviour may depend on what no digest of its code can see (an environment
+variable, a file, a module it imports). A declared policy's key also holds the
+computable identity of its code and state (`finbench.agents.identity`), taken
+when its episodes are played (`PolicyRef.cache_key`), so an edit its author
+forgot to declare still misses the cache.
+
 The registry starts with SPEC's nine (`POLICIES`); `register_policy` adds more
 (plans, a reconciler, model agents) without changing what "all policies"
 means: `resolve_policies(None)` is always the nine, in SPEC's order.
@@ -139,19 +150,35 @@ class PolicyRef:
     Attributes:
         label: The name in every row and table (unique within one evaluation).
         factory: Zero-argument callable returning a fresh policy for one episode.
-        cache_id: What identifies the policy's behaviour for the episode cache;
-            None means its episodes are never cached.
-        builtin: True for a registered name (its cache identity is the label).
+        cache_id: The declared identity: for the package's own policies the whole
+            cache key (`registry:<label>`); for a user's, the version its author
+            declared, to which `cache_key` adds the identity of its code and state.
+            None: never cached, played afresh on every evaluation.
+        builtin: The package's own code (its key is `cache_id` alone).
+        source: What a user's policy's identity is computed from (default: `factory`).
     """
 
     label: str
     factory: Callable[[], Any] = field(compare=False, repr=False)
     cache_id: str | None = None
     builtin: bool = False
+    source: Any = field(default=None, compare=False, repr=False)
 
     def make(self) -> Any:
         """A fresh policy for one episode."""
         return self.factory()
+
+    def cache_key(self) -> str | None:
+        """What identifies this policy's episodes now, or None (play them afresh).
+
+        Called when the episodes are about to be played, never earlier: a class
+        edited after the reference was made (a class attribute, a method) gets
+        the key of what it plays now.
+        """
+        if self.cache_id is None or self.builtin:
+            return self.cache_id
+        own = identity(self.factory if self.source is None else self.source)
+        return None if own is None else f"{self.cache_id}:{own}"
 
     @classmethod
     def named(cls, name: str, knobs: dict | None = None) -> PolicyRef:
@@ -160,26 +187,32 @@ class PolicyRef:
         odd = [k for k in knobs if not (isinstance(k, str) and k.isidentifier())]
         if odd:
             raise PolicyError(f"knobs of {name!r} must be named by identifiers, got {', '.join(map(show, odd))}")
-        get_policy(name, **knobs)  # fail early and clearly
+        probe = get_policy(name, **knobs)  # fail early and clearly
         label = policy_label(name, knobs)
-        cid = f"registry:{label}"
         factory = REGISTRY[name]
-        if not packaged(factory):  # a user's registered factory plays what its content says, whatever its name
-            own = identity(factory)
-            cid = None if own is None else f"{cid}:{own}"
-        own_factory = None if packaged(factory) else factory
-        return cls(label, _Named(name, tuple(sorted(knobs.items())), _HOME.get(name), own_factory), cache_id=cid,
-                   builtin=True)
+        made = _Named(name, tuple(sorted(knobs.items())), _HOME.get(name), None if packaged(factory) else factory)
+        if packaged(factory):
+            return cls(label, made, cache_id=None if _opted_out(probe) else f"registry:{label}", builtin=True)
+        # a user's registered factory: cached only by its own declaration, checked against its content
+        declared = _declared(factory, probe)
+        return cls(label, made, cache_id=None if declared is None else f"registry:{label}:{declared}",
+                   source=factory)
 
     @classmethod
     def of(cls, obj: Any, label: str | None = None, cache_id: str | None = None) -> PolicyRef:
         """A user's policy: a class, a factory, or an object (deep-copied per episode).
 
         The label defaults to the policy's `name` attribute, else its class or
-        function name. The cache identity is built from what the policy would
-        play (`finbench.agents.identity`: source, code, state), salted by
-        `cache_id` (the argument, else the policy's `cache_id` attribute) so a
-        user can bump it; None (never cached) when no stable identity exists.
+        function name. It is cached only if it declares a `cache_id` (the argument,
+        else the policy's or the factory's `cache_id` attribute): a version string
+        its author bumps when what it plays changes. The key then also holds the
+        identity of its code and state, taken when its episodes are played
+        (`cache_key`). A class or object of the package's own, holding plain data
+        only, is keyed as the package's policies are.
+
+        Raises:
+            PolicyError: not a policy, a factory that fails or makes no policy, an
+                object that cannot be copied, or a `cache_id` that is not a non-empty string.
         """
         if isinstance(obj, PolicyRef):
             return obj
@@ -203,13 +236,52 @@ class PolicyRef:
             own = getattr(probe, "name", None)
             label = own if isinstance(own, str) and own and own != "policy" else (
                 getattr(obj, "__name__", None) or type(probe).__name__)
-        salt = cache_id if cache_id is not None else getattr(probe, "cache_id", None)
-        # `cache_id = None` set on the policy says "never cache" (a model agent's episodes come from
-        # transcripts); otherwise the identity is what the policy would play
-        opted_out = cache_id is None and "cache_id" in dir(probe) and probe.cache_id is None
-        own = None if opted_out else identity(obj)
-        cid = None if own is None else f"user:{label}:{own}" + ("" if salt is None else f":{salt}")
-        return cls(str(label), factory, cache_id=cid)
+        source = factory.prototype if isinstance(factory, _Copies) else factory
+        if cache_id is None and _package_only(source):  # the package's own class or object: its code is covered
+            own = None if _opted_out(probe) else identity(source)
+            return cls(str(label), factory, cache_id=None if own is None else f"package:{own}", builtin=True)
+        declared = _declared(obj, probe) if cache_id is None else _checked_id(cache_id, obj)
+        return cls(str(label), factory, cache_id=None if declared is None else f"user:{label}:{declared}",
+                   source=source)
+
+
+def _opted_out(policy: Any) -> bool:
+    """`cache_id = None` set on a policy says "never cache" (a model agent's episodes come from transcripts)."""
+    return "cache_id" in dir(policy) and policy.cache_id is None
+
+
+def _declared(obj: Any, policy: Any) -> str | None:
+    """The `cache_id` a user's policy declares (on the instance, its class, or the factory), or None."""
+    value = getattr(policy, "cache_id", None)
+    if value is None and not isinstance(obj, type):
+        value = getattr(obj, "cache_id", None)  # a factory function's attribute
+    return None if value is None else _checked_id(value, obj)
+
+
+def _checked_id(value: Any, obj: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise PolicyError(f"cache_id of {show(obj)} must be a non-empty string (a version you bump when the policy "
+                          f"changes, e.g. 'v2'), got {show(value)}")
+    return value
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _package_only(source: Any) -> bool:
+    """A class of the package's own, or an object of one whose state is plain data (numbers, strings, and
+    tuples, lists or dicts of them): nothing a user wrote can run inside it."""
+    def plain(v: Any) -> bool:
+        if isinstance(v, (list, tuple)):
+            return all(map(plain, v))
+        if isinstance(v, dict):
+            return all(plain(k) and plain(x) for k, x in v.items())
+        return isinstance(v, _PLAIN)
+
+    if isinstance(source, type):
+        return packaged(source) and type(source) is type  # not a metaclass of the user's
+    return (not callable(source) or hasattr(source, "act")) and packaged(type(source)) and \
+        type(type(source)) is type and plain(list(getattr(source, "__dict__", {}).values()))
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from finbench.analysis.tables import read_table
 from finbench.errors import FinbenchError
+from finbench.memo import memoised
 
 VERDICTS = ("reproduced", "same direction", "differs", "not run")
 SCOPES = ("paper", "by construction", "beyond the paper")
@@ -165,7 +165,7 @@ def _row(r: dict, where: str) -> PaperClaim:
                       r["test"], tol, {"": 0, "+": 1, "-": -1}[r["favours"]], r["comparison"], r["note"])
 
 
-@lru_cache(maxsize=8)
+@memoised("analysis.claims.paper_claims", keys="(path, the file's mtime and size)", bound=8)
 def _load(path: str, stamp: tuple) -> tuple[PaperClaim, ...]:  # stamp: the file's (mtime, size), so an edit is read
     with open(path, newline="", encoding="utf-8") as f:
         rows = [_row(r, path) for r in csv.DictReader(f)]

@@ -19,6 +19,13 @@ a device, a socket or a directory) no larger than a chunk of its size can be
 (`size_bound`), and it is opened without following links and without
 blocking, so a planted entry costs a warning and a recomputation, never a hung
 or exhausted run.
+
+Files live under one folder per engine version and source digest
+(`episodes-e<engine>-<digest>/<policy>/<key>.json`). The first evaluation of a
+process that uses a cache folder deletes the folders of every other version
+there (and files of the older flat layout): no code can read them again, and
+they would otherwise pile up (gigabytes on a development machine). A folder that
+cannot be made or written is warned about once and the run goes on uncached.
 """
 from __future__ import annotations
 
@@ -26,16 +33,26 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
+import shutil
 import stat
-from functools import lru_cache
+import warnings
 from pathlib import Path
 
 from finbench.sim import constants as C
+from finbench.memo import memoised, register
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = ROOT / "data" / "cache"
 FORMAT = "finbench-episodes/2"
+_VERSIONED = re.compile(r"^episodes-e[\w.]+-[0-9a-f]{16}$")
+_FLAT_FILE = re.compile(r"^\.?[0-9a-f]{32}\.json(\..*\.tmp)?$")
+
+
+class CacheWarning(UserWarning):
+    """Cached chunks that did not match what was asked for (recomputed), or a cache folder that cannot be used."""
+
 MAX_CHUNK_BYTES = 256 * 2 ** 20
 """No cache file is read beyond this, whatever the chunk (a real one is a few hundred KB)."""
 _ROW_BYTES = 8192  # a row is ~550 bytes of JSON; the budget is generous, the strings a row repeats come on top
@@ -58,7 +75,7 @@ def source_digest(pkg: Path | None = None) -> str:
     return _digest_of(Path(pkg)) if pkg is not None else _own_digest()
 
 
-@lru_cache(maxsize=1)
+@memoised("running.cache.source_digest", keys="nothing: the source this process imported", bound=1)
 def _own_digest() -> str:
     return _digest_of(Path(__file__).resolve().parents[1])
 
@@ -85,9 +102,107 @@ def chunk_key(fingerprint: str, task_ids, cache_id: str, seeds, profile, costs, 
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+def version_folder() -> str:
+    """The folder of this engine version and source digest inside a cache folder."""
+    return f"episodes-e{C.ENGINE_VERSION}-{source_digest()}"
+
+
 def chunk_path(cache_dir: Path, label: str, key: str) -> Path:
     slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)[:60] or "policy"
-    return Path(cache_dir) / slug / f"{key}.json"
+    return Path(cache_dir) / version_folder() / slug / f"{key}.json"
+
+
+_PRUNED_SIZE = 1024
+_PRUNED: set = register("running.cache.pruned", set(), keys="a cache folder's resolved path: pruned once per process",
+                        bound=_PRUNED_SIZE)
+
+
+def usable(cache_dir: Path) -> Path | None:
+    """`cache_dir` if this version's folder can be made and written there (pruning the other versions'
+    folders the first time), else None with one `CacheWarning`: the run goes on uncached."""
+    here = Path(cache_dir) / version_folder()
+    try:
+        here.mkdir(parents=True, exist_ok=True)
+        if not os.access(here, os.W_OK | os.X_OK):
+            raise PermissionError("not writable")
+    except OSError as e:
+        warnings.warn(f"the episode cache folder {cache_dir} cannot be used ({e.strerror or e}); "
+                      "the run goes on uncached", CacheWarning, stacklevel=3)
+        return None
+    where = os.path.realpath(cache_dir)
+    if where not in _PRUNED:
+        if len(_PRUNED) >= _PRUNED_SIZE:
+            _PRUNED.clear()
+        _PRUNED.add(where)
+        prune(Path(cache_dir))
+    return Path(cache_dir)
+
+
+def prune(cache_dir: Path) -> int:
+    """Delete what no code of this version can read in `cache_dir`: other versions' folders, and cache
+    files of the older flat layout (`<policy>/<key>.json`). Returns how many entries went; nothing
+    else in the folder is touched."""
+    gone, keep = 0, version_folder()
+    try:
+        entries = list(os.scandir(cache_dir))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        if _VERSIONED.match(entry.name):
+            if entry.name != keep:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                gone += 1
+            continue
+        gone += _prune_flat(Path(entry.path))
+    return gone
+
+
+def _prune_flat(folder: Path) -> int:
+    """Cache files of the flat layout in one policy folder (named like a key, starting with a cache header)."""
+    gone = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if entry.is_file(follow_symlinks=False) and _FLAT_FILE.match(entry.name):
+            if _head(entry.path).startswith(b'{"format": "finbench-episodes/'):
+                Path(entry.path).unlink(missing_ok=True)
+                gone += 1
+    try:
+        folder.rmdir()  # only if nothing else is left in it
+    except OSError:
+        pass
+    return gone
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of a regular file (never following a link, never blocking), else b""."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 64) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def try_save(path: Path, key: str, label: str, task_ids, seeds, columns: dict) -> bool:
+    """`save_chunk`, but a disk that is full or a folder that cannot be written costs one `CacheWarning`
+    and False (write no more this run), never the rows already played."""
+    try:
+        save_chunk(path, key, label, task_ids, seeds, columns)
+    except OSError as e:
+        warnings.warn(f"could not write the episode cache ({e.strerror or e}: {path.parent}); the run goes on "
+                      "without writing it", CacheWarning, stacklevel=3)
+        return False
+    return True
 
 
 def _digest(body: bytes) -> str:

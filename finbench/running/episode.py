@@ -9,12 +9,12 @@ from itertools import repeat
 from operator import itemgetter
 
 from finbench.agents.registry import as_ref
+from finbench.memo import register
 from finbench.running.stats import EPISODES
 from finbench.grading import CHECKS, FIELDS_READ, Contract, grade_trace
 from finbench.sim.task import Task
 from finbench.sim.economics import Costs
 from finbench.sim.env import FinalityEnv
-from finbench.sim.env import clear_memos as clear_env
 from finbench.sim.faults import FaultProfile
 from finbench.sim.play import play, policy_name
 from finbench.sim.probe import ProbeMode
@@ -69,9 +69,11 @@ _FIELDS = {kind: tuple(sorted(f, key=lambda name: name != "order")) for kind, f 
 _GET = {kind: itemgetter(*f) for kind, f in _FIELDS.items() if len(f) > 1}
 _OTHER = ("seq",)  # an unknown kind is read for its seq
 _RENAMED = frozenset(kind for kind, f in _FIELDS.items() if f[:1] == ("order",))  # the kinds whose `order` is read
-_MEMO: dict = {}
-_SHAPES: dict = {}  # grades by trace shape (`grade_played`)
 _MEMO_SIZE = 1 << 15
+_MEMO: dict = register("running.episode.grades", {}, keys="what the grader reads of a trace (`_canonical`)",
+                       bound=_MEMO_SIZE)
+_SHAPES: dict = register("running.episode.shapes", {}, keys="an ended episode's trace shape (`trace_shape`)",
+                         bound=_MEMO_SIZE)
 
 
 def _canonical(task, trace) -> tuple:
@@ -155,12 +157,3 @@ def _grade(task, trace) -> dict:
     captures = sum(1 for r in trace if r.get("kind") == "effect" and r.get("op") == "capture"
                    and r.get("new_effect") and r.get("order") == task.order_id)
     return {"verdict": v.verdict, "capture_effects": captures, **{f"check_{k}": v.checks[k] for k in CHECKS}}
-
-
-def clear_memos() -> None:
-    """Forget every memo of an episode: worlds and their folds and draws, settled
-    outcomes, reference positions and grades. No result depends on them; a
-    benchmark clears them to measure from cold."""
-    clear_env()
-    _MEMO.clear()
-    _SHAPES.clear()

@@ -28,6 +28,8 @@ from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
 from finbench.running.episode import episode_contract, grade_played
 from finbench.sim.corpus import Corpus
 
+CacheWarning = K.CacheWarning
+
 __all__ = ["COLUMNS", "CacheWarning", "episode_contract", "evaluate", "policy_label", "run_chunk"]
 
 CACHE_DIR = K.CACHE_DIR
@@ -48,10 +50,6 @@ captures (';'-joined), which with `disposition`, `end_t` and `unrelated_effects`
 is all that pricing needs (`finbench.running.reprice`). `calls` is the episode's action
 sequence, one `tool[@other][:args]` a call, ';'-joined: two episodes decided
 alike exactly when their `calls` are equal (the ablation compares them)."""
-
-
-class CacheWarning(UserWarning):
-    """Cached chunks that did not match what was asked for, and were recomputed."""
 
 
 _GRADED = COLUMNS[COLUMNS.index("verdict"):]
@@ -207,14 +205,17 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         profile, costs: the fault profile and the economics (defaults: SPEC's).
         n_jobs: joblib workers (`joblib.parallel_config(backend=...)` picks the
             backend); capped at the chunks of work and the machine's cores.
-        cache: True for `data/cache/`, a folder, or False for none. A user's policy
-            without a `cache_id` is never cached.
+        cache: True for `data/cache/`, a folder, or False: nothing read or written.
+            A user's policy is played afresh unless it declares a `cache_id`
+            (see `finbench.agents.registry`); a folder that cannot be written is
+            warned about once and the run goes on uncached.
         progress: show a progress bar over chunks.
         probe: the probe mode (`finbench.sim.probe.ProbeMode`); None or `ProbeMode.full()` is
             SPEC's probe, and leaves every row and cache key as they were.
 
     Returns:
-        A pandas DataFrame with the columns of `COLUMNS`.
+        A pandas DataFrame with the columns of `COLUMNS`; `frame.attrs["loaded"]` maps each
+        policy's label to how many of its episodes came from the cache (0: all played now).
 
     Raises:
         PolicyError: an unknown policy or knob, or two policies with one label.
@@ -228,28 +229,27 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         raise bad("evaluate", "cache", cache, "True (data/cache), False (no cache) or a folder path")
     refs = resolve_policies(policies)
     tasks = list(corpus.tasks)
-    cache_dir = None if cache is False else Path(CACHE_DIR if cache is True else cache)
+    cache_dir = None if cache is False else K.usable(Path(CACHE_DIR if cache is True else cache))
+    keys = [None if cache_dir is None else r.cache_key() for r in refs]  # taken now, as the episodes are played
+    if cache_dir is not None:
+        note_uncached(refs, keys)
     chunks = [tasks[i:i + CHUNK_TASKS] for i in range(0, len(tasks), CHUNK_TASKS)]
     done: dict[tuple[int, int], dict] = {}
     todo: dict[int, list] = {}
     rejected = []
-    if cache_dir is not None:
-        uncached = [r.label for r in refs if r.cache_id is None]
-        if uncached:
-            print(f"note: not caching {', '.join(uncached)}: no stable identity of what it plays (its source, "
-                  "code or state cannot be read or hashed), so its episodes are simulated afresh",
-                  file=sys.stderr)
+    loaded = dict.fromkeys((r.label for r in refs), 0)
     for ci, chunk in enumerate(chunks):
         ids = [t.task_id for t in chunk]
         for si, ref in enumerate(refs):
             path = key = None
-            if cache_dir is not None and ref.cache_id is not None:
-                key = K.chunk_key(corpus.fingerprint, ids, ref.cache_id, seeds, profile, costs, probe)
+            if keys[si] is not None:
+                key = K.chunk_key(corpus.fingerprint, ids, keys[si], seeds, profile, costs, probe)
                 path = K.chunk_path(cache_dir, ref.label, key)
                 cols, why = K.load_chunk(path, key, ref.label, ids, seeds)
                 if cols is not None:
                     done[(ci, si)] = cols
                     EPISODES["loaded"] += len(ids) * len(seeds)
+                    loaded[ref.label] += len(ids) * len(seeds)
                     continue
                 if why:
                     rejected.append(f"{ref.label}/{path.name} ({why})")
@@ -272,11 +272,12 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
             from tqdm import tqdm
 
             results = tqdm(results, total=len(work), desc="chunks", leave=False)
+        writable = True
         for (ci, items), per_ref in zip(work, results):
             ids = [t.task_id for t in chunks[ci]]
             for (si, path, key), cols in zip(items, per_ref):
-                if path is not None:
-                    K.save_chunk(path, key, refs[si].label, ids, seeds, cols)
+                if path is not None and writable:
+                    writable = K.try_save(path, key, refs[si].label, ids, seeds, cols)
                 done[(ci, si)] = cols
                 EPISODES["simulated"] += len(ids) * len(seeds)
     # one column at a time, each list freed once it is an array: the rows are never held twice over
@@ -288,4 +289,19 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
             values.extend(cols.pop(c))
         frame[c] = pd.Series(values)
         del values
-    return pd.DataFrame(frame, copy=False)
+    out = pd.DataFrame(frame, copy=False)
+    out.attrs["loaded"] = loaded
+    return out
+
+
+def note_uncached(refs, keys) -> None:
+    """Say once which policies are played afresh, and how a user's policy is cached."""
+    mine = [r.label for r, k in zip(refs, keys) if k is None and not r.builtin and r.cache_id is None]
+    if mine:
+        print(f"note: playing {', '.join(mine)} afresh (not cached): a policy of your own is cached only when it "
+              "declares a version, e.g. `cache_id = \"v1\"` on its class (bump it whenever what it plays changes)",
+              file=sys.stderr)
+    odd = [r.label for r, k in zip(refs, keys) if k is None and r.cache_id is not None]
+    if odd:
+        print(f"note: playing {', '.join(odd)} afresh (not cached): it declares a cache_id, but its code or state "
+              "cannot be read or hashed to check it", file=sys.stderr)

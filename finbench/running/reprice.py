@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.errors import FinbenchError, bad, show
+from finbench.memo import register
 from finbench.running.stats import EPISODES
 from finbench.sim.corpus import Corpus
 from finbench.sim.economics import Costs, Money, gap_of, price, settle_money
@@ -85,8 +86,10 @@ class _Book:
         return i
 
 
-_BOOKS: OrderedDict = OrderedDict()
 _BOOKS_SIZE = 64
+_BOOKS: OrderedDict = register("running.reprice.books", OrderedDict(), keys="a corpus's fingerprint (its content)",
+                               bound=_BOOKS_SIZE)
+"""Each corpus's book: its cases' money and its tasks' reference money, filled as rows are priced."""
 
 
 _LOCK = threading.RLock()

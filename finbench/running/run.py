@@ -29,6 +29,7 @@ from finbench.sim import constants as C
 from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
 from finbench.errors import FinbenchError, check_int, show
+from finbench.memo import register
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_policies
@@ -119,7 +120,7 @@ class Run:
     def key(self) -> str:
         """16 hex digits naming the run (not its execution), stable across processes."""
         blob = json.dumps([C.ENGINE_VERSION, self.corpus.fingerprint, list(self.seeds), self.profile.key(),
-                           self.costs.key(), [r.cache_id or f"uncached:{r.label}" for r in self.policies],
+                           self.costs.key(), [r.cache_key() or f"uncached:{r.label}" for r in self.policies],
                            self.n_boot, self.boot_seed] + ([] if self.probe.is_full else [self.probe.key()]))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -155,34 +156,42 @@ class Run:
 
 # --- episodes shared between runs ------------------------------------------------------
 
-_MEMO: OrderedDict = OrderedDict()
 _MEMO_SIZE = 512
+_MEMO: OrderedDict = register("running.run.episodes", OrderedDict(), keys="(corpus fingerprint, seeds, profile, "
+                              "the costs a policy sees, the policy's cache key, probe mode)", bound=_MEMO_SIZE)
+"""A policy's episode rows in a run, with the costs they were priced under; only a policy with a cache key."""
 
 
 def _sim_key(run: Run, ref: PolicyRef) -> tuple | None:
-    """What decides a policy's episodes in a run; None (never shared) without a cache identity."""
-    if ref.cache_id is None:
+    """What decides a policy's episodes in a run, taken now; None (never shared) without a cache key
+    (a user's policy that declares no `cache_id`) or when the run asks for nothing cached."""
+    key = None if run.cache is False else ref.cache_key()
+    if key is None:
         return None
-    return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), ref.cache_id,
+    return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), key,
             tuple(run.probe.key()))
 
 
 def _episodes(run: Run):
     """Per policy: a memoised simulation of the same episodes (re-priced if only prices differ),
-    else `evaluate` for every missing policy at once (so worlds are built once for all of them)."""
+    else `evaluate` for every missing policy at once (so worlds are built once for all of them).
+    `df.attrs["loaded"]` counts each policy's episodes that were not played now."""
     import pandas as pd  # lazy: a Run is described without loading pandas
 
     parts: dict[int, Any] = {}
     missing = []
     hits: dict = {}  # simulated costs -> [(i, key, frame)]: one re-pricing for all of them (pandas costs per call)
+    keys = [_sim_key(run, ref) for ref in run.policies]
+    loaded = dict.fromkeys(run.labels, 0)
     for i, ref in enumerate(run.policies):
-        key = _sim_key(run, ref)
+        key = keys[i]
         hit = None if key is None else _MEMO.get(key)
         if hit is None:
             missing.append(i)
             continue
         _MEMO.move_to_end(key)
         frame, costs = hit
+        loaded[ref.label] = len(frame)
         hits.setdefault(costs, []).append((i, key, frame))
     for costs, items in hits.items():
         if costs == run.costs:
@@ -191,6 +200,7 @@ def _episodes(run: Run):
             continue
         priced = _repricer(run.corpus, costs, items).priced(run.costs)
         if len(items) == len(run.policies):  # all of them, in order: the frame is the run's rows
+            priced.attrs["loaded"] = loaded
             return priced
         start = 0
         for i, _, frame in items:
@@ -199,20 +209,24 @@ def _episodes(run: Run):
     if missing:
         df = evaluate(run.corpus, [run.policies[i] for i in missing], run.seeds, run.profile, run.costs,
                       n_jobs=run.n_jobs, cache=run.cache, progress=run.progress, probe=run.probe)
+        loaded.update(df.attrs.get("loaded", {}))
         for i in missing:
             ref = run.policies[i]
             frame = df[df["policy"] == ref.label].reset_index(drop=True)
-            key = _sim_key(run, ref)
+            key = keys[i]
             if key is not None:
                 _MEMO[key] = (frame, run.costs)
             parts[i] = frame
         while len(_MEMO) > _MEMO_SIZE:
             _MEMO.popitem(last=False)
-    return pd.concat([parts[i] for i in range(len(run.policies))], ignore_index=True)
+    out = pd.concat([parts[i] for i in range(len(run.policies))], ignore_index=True)
+    out.attrs["loaded"] = loaded
+    return out
 
 
-_REPRICERS: OrderedDict = OrderedDict()
 _REPRICERS_SIZE = 8
+_REPRICERS: OrderedDict = register("running.run.repricers", OrderedDict(), keys="(corpus fingerprint, simulated "
+                                   "costs, the run memo's keys of the frames)", bound=_REPRICERS_SIZE)
 
 
 def _repricer(corpus: Corpus, costs, items) -> Repricer:
@@ -229,12 +243,6 @@ def _repricer(corpus: Corpus, costs, items) -> Repricer:
             _REPRICERS.popitem(last=False)
     _REPRICERS.move_to_end(key)
     return rows
-
-
-def clear_memo() -> None:
-    """Forget the episodes shared in memory (the disk cache is untouched)."""
-    _MEMO.clear()
-    _REPRICERS.clear()
 
 
 # --- sweeps ----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, fields
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +13,7 @@ import numpy as np
 from finbench.sim import constants as C
 from finbench.errors import check_choice, check_int, check_real, show
 from finbench.files import atomic_write
+from finbench.memo import memoised
 from finbench.sim.rng import generator
 from finbench.sim.task import MAX_VALUE, OUTCOMES, CorpusError, Task, check_task, twin_problem, validate_task
 
@@ -314,7 +315,7 @@ def make_task(archetype: str, *, determined_at: int | None = None, order_value: 
                   unit=order_id, stream=f"task/{archetype}/{seed}", outcome=outcome)
 
 
-@lru_cache(maxsize=64)
+@memoised("sim.corpus.corpus_for", keys="(master seed, number of tasks)", bound=64)
 def corpus_for(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS) -> Corpus:
     """`make_corpus`, memoised: runs over one corpus share one object."""
     return make_corpus(master_seed, n_tasks)

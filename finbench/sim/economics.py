@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
 
 from finbench.sim import constants as C
 from finbench.errors import check_int, check_real
+from finbench.memo import memoised
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Outcome:
                 "dispute_fee": self.dispute_fee, "escalation": self.escalation}
 
 
-@lru_cache(maxsize=1024)
+@memoised("sim.economics.simulated", keys="the costs (a frozen value)", bound=1024)
 def _simulated(costs: Costs) -> Costs:  # made once per costs: a re-pricing asks it for every task
     return replace(Costs(), step_budget=costs.step_budget, read_ticks=costs.read_ticks, probe_ticks=costs.probe_ticks)
 

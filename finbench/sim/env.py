@@ -8,9 +8,9 @@ the same code: each tool's effect lives in `_case` and `_other` alone.
 from __future__ import annotations
 
 import marshal
-from functools import lru_cache
 
 from finbench.errors import bad, check_int, show
+from finbench.memo import memoised, register
 from finbench.sim import constants as C
 from finbench.sim.task import Task, check_task
 from finbench.sim.economics import Costs, Money, Outcome, gap_of, price, settle_case, settle_money
@@ -21,11 +21,12 @@ from finbench.sim.result import EpisodeResult, episode_result
 from finbench.sim.tools import READS, TOOLS, tool_ticks, validate
 from finbench.sim.trace import build_trace, episode_inputs
 from finbench.sim.world import World
-from finbench.sim.world import clear_memos as clear_worlds
 
 IRREVERSIBLE = ("ship", "refund", "write_off")
-_OUTCOMES: dict = {}  # settle_case memo, see `FinalityEnv.outcome`
 _OUTCOMES_SIZE = 1 << 14
+_OUTCOMES: dict = register("sim.env.outcomes", {}, keys="(task, costs, disposition, its tick, effects "
+                          "on the other order, each capture's terminal tick and outcome)", bound=_OUTCOMES_SIZE)
+"""`settle_case` by what it reads (`FinalityEnv.outcome`); emptied when full."""
 _SYSTEM_OF = {tool: tool[len("read_"):] for tool in READS}
 
 
@@ -349,17 +350,16 @@ class FinalityEnv:
         caps = self.world.captures
         # settle_case reads the captures' terminal times and outcomes only; many
         # episodes of a task end alike (the same disposition at the same tick)
-        key = (id(self.task), id(self.costs), self.disposition, self.disposition_t,
+        key = (self.task, self.costs, self.disposition, self.disposition_t,
                len(self.other_effects), tuple([(c.terminal_at, c.outcome) for c in caps]))
         hit = _OUTCOMES.get(key)
         if hit is not None:
-            return hit[2]
+            return hit
         out = settle_case(self.task, caps, self.disposition, self.disposition_t, self.costs,
                           len(self.other_effects))
         if len(_OUTCOMES) >= _OUTCOMES_SIZE:
             _OUTCOMES.clear()
-        # the entry holds the task and costs, so their ids cannot be reused while it lives
-        _OUTCOMES[key] = (self.task, self.costs, out)
+        _OUTCOMES[key] = out  # an Outcome is frozen: nobody changes it after it is stored
         return out
 
     def result(self, policy_name: str = "?", reference: float | None = None, *,
@@ -419,7 +419,7 @@ class FinalityEnv:
         return tuple(acts)
 
 
-@lru_cache(maxsize=65536)
+@memoised("sim.env.reference_position", keys="(task, costs): frozen values", bound=65536)
 def reference_position(task: Task, costs: Costs) -> float:
     """The privileged reference's position: `oracle_plan` played on the task, priced under `costs`.
 
@@ -429,7 +429,7 @@ def reference_position(task: Task, costs: Costs) -> float:
     return price(reference_money(task, costs.simulated()), costs).position
 
 
-@lru_cache(maxsize=65536)
+@memoised("sim.env.reference_money", keys="(task, the costs it sees): frozen values", bound=65536)
 def reference_money(task: Task, costs: Costs) -> Money:
     """The reference's money on `task` under the `costs` it sees (`Costs.simulated`); see `reference_position`."""
     env = FinalityEnv(task, 0, FaultProfile.none(), costs)
@@ -440,11 +440,3 @@ def reference_money(task: Task, costs: Costs) -> Money:
     while not env.done:
         env._call("close", {"order_id": order})
     return settle_money(task, env.world.captures, env.disposition, env.disposition_t, len(env.other_effects))
-
-
-def clear_memos() -> None:
-    """Forget the environment's memos (worlds, folds, draws, outcomes, the reference's). No result depends on them."""
-    clear_worlds()
-    _OUTCOMES.clear()
-    reference_position.cache_clear()
-    reference_money.cache_clear()

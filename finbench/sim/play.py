@@ -9,9 +9,9 @@ import gc
 import inspect
 import sys
 from contextlib import contextmanager
-from functools import lru_cache
 
 from finbench.errors import PolicyError, show
+from finbench.memo import memoised
 from finbench.sim.env import FinalityEnv
 
 TRUSTED_MODULE = "finbench.agents.policies"
@@ -74,14 +74,16 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
 
 
 def _takes_resolution(begin) -> bool:
-    """Whether `begin(brief, resolution)` binds; a method is looked at once per function."""
+    """Whether `begin(brief, resolution)` binds; a method of the package's own is looked at once
+    (a user's function is looked at every time: it can be replaced or rewrapped between runs)."""
     func = getattr(begin, "__func__", None)
-    if func is not None and getattr(begin, "__self__", None) is not None:
+    if func is not None and getattr(begin, "__self__", None) is not None and \
+            (getattr(func, "__module__", None) or "").startswith("finbench."):
         return _method_takes_resolution(func)
     return _binds(begin, 2)
 
 
-@lru_cache(maxsize=256)
+@memoised("sim.play.takes_resolution", keys="a method of the package's own (its code never changes)", bound=256)
 def _method_takes_resolution(func) -> bool:
     return _binds(func, 3)  # self, brief, resolution
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 
+from finbench.memo import memoised
 from finbench.errors import FinbenchError, check_choice, check_int, check_real, show
 from finbench.sim import constants as C
 
@@ -81,7 +81,7 @@ _TASK_TYPES = {
     "task_id": str, "order_id": str, "unit": str, "stream": str, "other_order_id": str,
 }
 
-@lru_cache(maxsize=65536)
+@memoised("sim.task.checked", keys="the task (a frozen value): checked once", bound=65536)
 def _checked(task: Task) -> None:
     validate_task(task.to_dict(), f"task {task.task_id!r}")
     if task.other_order_id == task.order_id:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import marshal
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import lru_cache
 
+from finbench.memo import memoised
 from finbench.sim import constants as C
 from finbench.sim.task import Event, Task
 from finbench.sim.faults import Delivery, FaultProfile, Spec, deliver
@@ -110,21 +110,15 @@ class Base:
         self.draws: dict = {}  # the fault draws of agents' captures (`deliver`'s memo)
 
 
-@lru_cache(maxsize=1024)
+@memoised("sim.world.log_specs", keys="the task (a frozen value)", bound=1024)
 def _log_specs(task: Task) -> tuple[Spec, ...]:
     """The canonical log's delivery specs: the same under every seed (read-only downstream)."""
     return tuple(event_specs(task, task.log, "base"))
 
 
-@lru_cache(maxsize=4096)
+@memoised("sim.world.base_world", keys="(task, seed, fault profile): frozen values", bound=4096)
 def base_world(task: Task, seed: int, profile: FaultProfile) -> Base:
     return Base(task, seed, profile)
-
-
-def clear_memos() -> None:
-    """Forget the built worlds and everything memoised with them (folds, draws)."""
-    base_world.cache_clear()
-    _log_specs.cache_clear()
 
 
 def _lanes(deliveries) -> dict[str, tuple[list[Delivery], list[int]]]:

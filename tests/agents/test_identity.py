@@ -12,7 +12,7 @@ import pytest
 import finbench as fb
 from finbench.agents.identity import identity
 from finbench.agents.registry import REGISTRY, PolicyRef, register_policy
-from finbench.running.run import clear_memo
+from finbench.memo import clear_caches
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = fb.make_corpus(n_tasks=18)
@@ -53,7 +53,7 @@ class WriteOff(ShipNow):
 
 
 def _fresh(policy) -> pd.DataFrame:
-    clear_memo()
+    clear_caches()
     return fb.evaluate(SMALL, [policy], seeds=[0, 1], cache=False)
 
 
@@ -71,7 +71,7 @@ def test_instances_with_other_state_get_their_own_rows(tmp_path):
 
 def test_factories_through_the_run_memo_get_their_own_rows():
     """Closures over other values: the in-memory memo keyed them by id(), reused after collection."""
-    clear_memo()
+    clear_caches()
     for deadline in (590, 130, 300, 590, 450, 130):
         factory = (lambda d: (lambda: Patient(d)))(deadline)
         ref = PolicyRef.of(factory, label="patient")
@@ -88,7 +88,7 @@ def test_a_replaced_registration_plays_the_new_factory(tmp_path):
         register_policy("mine_identity", WriteOff, replace=True)
         got = fb.evaluate(SMALL, ["mine_identity"], seeds=[0, 1], cache=tmp_path)
         assert set(got.disposition) == {"write_off"} and set(ships.disposition) == {"ship"}
-        clear_memo()
+        clear_caches()
         got_run = fb.Run.make(n_tasks=18, seeds=(0, 1), policies=["mine_identity"], cache=False).evaluate()
         assert set(got_run.disposition) == {"write_off"}
     finally:
@@ -126,12 +126,13 @@ def test_no_stable_identity_runs_uncached_and_says_so(tmp_path, capsys):
         return p
 
     assert identity(factory) is None
-    ref = PolicyRef.of(factory, label="locked")
-    assert ref.cache_id is None
+    ref = PolicyRef.of(factory, label="locked")  # Patient declares cache_id: the declaration is checked, and fails
+    assert ref.cache_id is not None and ref.cache_key() is None
     got = fb.evaluate(SMALL, [ref], seeds=[0], cache=tmp_path)
-    assert capsys.readouterr().err.count("not caching locked") == 1
-    assert not (tmp_path / "locked").exists()
-    assert len(got) == len(SMALL)
+    err = capsys.readouterr().err
+    assert err.count("note: playing locked afresh") == 1 and "cannot be read or hashed" in err
+    assert not list(tmp_path.rglob("*.json"))
+    assert len(got) == len(SMALL) and got.attrs["loaded"] == {"locked": 0}
 
 
 def test_the_identity_is_the_same_in_another_process():
@@ -205,7 +206,7 @@ def test_an_object_plays_as_it_was_when_referenced():
     obj = Patient(590)
     ref = PolicyRef.of(obj)
     obj.deadline = 130  # edited after the reference was made: the run still plays 590
-    assert ref.make().deadline == 590 and ref.cache_id == PolicyRef.of(Patient(590)).cache_id
+    assert ref.make().deadline == 590 and ref.cache_key() == PolicyRef.of(Patient(590)).cache_key()
 
 
 def test_an_object_holding_a_function_counts_its_code():
@@ -220,14 +221,18 @@ def test_cache_id_none_on_the_policy_opts_out():
     class Never(ShipNow):
         cache_id = None
 
-    assert PolicyRef.of(Never).cache_id is None and PolicyRef.of(ShipNow).cache_id is not None
+    class Declared(ShipNow):
+        cache_id = "v1"
+
+    assert PolicyRef.of(Never).cache_key() is None and PolicyRef.of(ShipNow).cache_key() is None
+    assert PolicyRef.of(Declared).cache_key().startswith("user:Declared:v1:")
 
 
 def test_a_replaced_registration_reaches_worker_processes():
     try:
         register_policy("mine_workers", ShipNow)
         register_policy("mine_workers", WriteOff, replace=True)
-        clear_memo()
+        clear_caches()
         corpus = fb.make_corpus(n_tasks=60)  # three chunks: two worker processes really play them
         two = fb.evaluate(corpus, ["mine_workers"], seeds=[0], cache=False, n_jobs=2)
         assert set(two.disposition) == {"write_off"}

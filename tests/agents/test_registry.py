@@ -73,19 +73,27 @@ def test_user_policy_forms_are_all_accepted_with_labels():
     pd.testing.assert_frame_equal(a.drop(columns="policy"), b.drop(columns="policy"))
 
 
-def test_a_user_policy_is_cached_by_what_it_plays(tmp_path, capsys):
-    """No cache_id needed: the identity is the class's content; cache_id only salts it."""
+def test_a_user_policy_is_cached_only_by_its_declaration(tmp_path, capsys):
+    """Without cache_id a user's policy is played afresh and said so; with one, its rows are kept."""
+    from finbench.running.cache import version_folder
+
+    here = tmp_path / version_folder()
     first = evaluate(SMALL, [Patient, "sop"], seeds=[0], cache=tmp_path)
-    assert "not caching" not in capsys.readouterr().err
-    assert (tmp_path / "patient").exists() and (tmp_path / "sop").exists()
-    files = set((tmp_path / "patient").iterdir())
+    assert capsys.readouterr().err.count("note: playing patient afresh") == 1
+    assert not (here / "patient").exists() and (here / "sop").exists()
+    declared = PolicyRef.of(Patient, cache_id="v1")
+    evaluate(SMALL, [declared, "sop"], seeds=[0], cache=tmp_path)
+    assert "afresh" not in capsys.readouterr().err
+    files = set((here / "patient").iterdir())
     assert len(files) > 0
-    pd.testing.assert_frame_equal(first, evaluate(SMALL, [Patient, "sop"], seeds=[0], cache=tmp_path))
-    assert set((tmp_path / "patient").iterdir()) == files  # read back, not rewritten under another key
-    salted = PolicyRef.of(Patient, cache_id="v2")
-    assert salted.cache_id != PolicyRef.of(Patient).cache_id
-    evaluate(SMALL, [salted], seeds=[0], cache=tmp_path)
-    assert len(set((tmp_path / "patient").iterdir())) == 2 * len(files)
+    again = evaluate(SMALL, [declared, "sop"], seeds=[0], cache=tmp_path)
+    pd.testing.assert_frame_equal(first, again)
+    assert again.attrs["loaded"] == {"patient": len(SMALL), "sop": len(SMALL)}
+    assert set((here / "patient").iterdir()) == files  # read back, not rewritten under another key
+    bumped = PolicyRef.of(Patient, cache_id="v2")
+    assert bumped.cache_key() != declared.cache_key()
+    evaluate(SMALL, [bumped], seeds=[0], cache=tmp_path)
+    assert len(set((here / "patient").iterdir())) == 2 * len(files)
 
 
 def test_bad_policy_objects_are_named():
@@ -104,7 +112,8 @@ def test_registered_policies_do_not_change_the_default_set():
     register_policy("patient_test", Patient)
     try:
         assert [r.label for r in resolve_policies(None)] == list(fb.POLICIES)
-        assert resolve_policies(["patient_test"])[0].builtin
+        ref = resolve_policies(["patient_test"])[0]
+        assert not ref.builtin and ref.cache_key() is None  # the user's factory: played afresh
         with pytest.raises(PolicyError):
             register_policy("sop", Patient)
     finally:

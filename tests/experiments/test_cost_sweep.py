@@ -6,13 +6,13 @@ import finbench as fb
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import paper_claims
 from finbench.experiments import cost_sweep as S
-from finbench.running.run import clear_memo
+from finbench.memo import clear_caches
 from finbench.analysis import ordering
 
 
 @pytest.fixture(scope="module")
 def table():
-    clear_memo()
+    clear_caches()
     run = fb.Run.make(n_tasks=40, seeds=range(2), cache=False)
     return run, S.sweep_costs(run)
 

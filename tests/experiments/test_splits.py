@@ -60,7 +60,7 @@ def small():
 def test_corpora_in_parallel_give_the_same_frames_and_counts(tmp_path):
     """One corpus a worker: the frames of one process, the workers' episodes counted here, and
     their episodes cached where one process finds them."""
-    from finbench.running.run import clear_memo
+    from finbench.memo import clear_caches
     from finbench.running.stats import EPISODES
 
     # corpora no other test draws: the workers (reused across a session) hold none of their episodes
@@ -72,14 +72,14 @@ def test_corpora_in_parallel_give_the_same_frames_and_counts(tmp_path):
         frames = S.across(r, seeds, H)
         return frames, {k: EPISODES[k] - before[k] for k in ("simulated", "loaded")}
 
-    clear_memo()
+    clear_caches()
     (values, verdicts), one = counted(run.replace(cache=tmp_path / "one"))
     assert one["simulated"] >= 3 * run.episodes and one["loaded"] == 0
     (par_values, par_verdicts), par = counted(run.replace(n_jobs=2, cache=tmp_path / "par"))
     pd.testing.assert_frame_equal(par_values, values)
     pd.testing.assert_frame_equal(par_verdicts, verdicts)
     assert par == one
-    clear_memo()
+    clear_caches()
     assert counted(run.replace(cache=tmp_path / "par"))[1] == {"simulated": 0, "loaded": one["simulated"]}
 
 

@@ -122,8 +122,10 @@ def test_duplicate_labels_are_refused():
 def test_a_file_copied_over_another_policys_is_not_believed(tmp_path):
     eager = evaluate(SMALL, ["eager"], seeds=[0], cache=tmp_path)
     evaluate(SMALL, ["finality_gate"], seeds=[0], cache=tmp_path)
-    gate_files = sorted((tmp_path / "finality_gate").glob("*.json"))
-    for f, g in zip(sorted((tmp_path / "eager").glob("*.json")), gate_files):
+    here = tmp_path / K.version_folder()
+    gate_files = sorted((here / "finality_gate").glob("*.json"))
+    assert gate_files
+    for f, g in zip(sorted((here / "eager").glob("*.json")), gate_files):
         f.write_bytes(g.read_bytes())
     with pytest.warns(CacheWarning, match="finality_gate"):
         again = evaluate(SMALL, ["eager"], seeds=[0], cache=tmp_path)

@@ -6,7 +6,8 @@ import pytest
 import finbench as fb
 from finbench.agents.registry import PolicyError
 from finbench.running.reprice import PRICED, reprice
-from finbench.running.run import clear_memo, costs_label
+from finbench.memo import clear_caches
+from finbench.running.run import costs_label
 from finbench.running.evaluation import evaluate
 from tests.agents.test_registry import Patient
 
@@ -60,14 +61,14 @@ def test_run_rejects_what_is_not_a_run():
         fb.Run(SMALL, policies=["sop", "sop"])
 
 
-def test_sweep_shares_episodes_and_reprices(monkeypatch):
+def test_sweep_shares_episodes_and_reprices(monkeypatch, tmp_path):
     from finbench.running import run as running_run
 
-    clear_memo()
+    clear_caches()
     calls = []
     real = running_run.evaluate
     monkeypatch.setattr(running_run, "evaluate", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
-    base = fb.Run(SMALL, seeds=[0, 1], policies=["sop", "finality_gate"], cache=False)
+    base = fb.Run(SMALL, seeds=[0, 1], policies=["sop", "finality_gate"], cache=tmp_path)
     costs = [fb.Costs(), fb.Costs(cogs_rate=0.4), fb.Costs(dispute_fee=50.0)]
     out = fb.sweep(base, {"costs": costs, "policies": [["sop", "finality_gate"], ["sop"]]})
     assert len(calls) == 1  # one simulation, re-priced twice, sliced for the second policy set
@@ -77,11 +78,14 @@ def test_sweep_shares_episodes_and_reprices(monkeypatch):
         direct = evaluate(SMALL, ["sop", "finality_gate"], seeds=[0, 1], costs=c, cache=False)
         got = out[(out.costs == costs_label(c)) & (out.policies == "sop, finality_gate")]
         pd.testing.assert_frame_equal(got.drop(columns=["costs", "policies"]).reset_index(drop=True), direct)
-    clear_memo()
+    calls.clear()
+    fb.sweep(base.replace(cache=False), {"costs": costs})  # nothing cached: every run plays its episodes
+    assert len(calls) == len(costs)
+    clear_caches()
 
 
 def test_sweep_summarises_per_run():
-    clear_memo()
+    clear_caches()
     base = fb.Run(SMALL, seeds=[0], policies=["finality_gate", "optimistic"], cache=False)
     out = fb.sweep(base, {"profile": [fb.FaultProfile.none(), fb.FaultProfile.only("loss")]},
                    lambda run, df: df.groupby("policy", sort=False)["gap"].mean().reset_index())

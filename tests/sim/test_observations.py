@@ -25,9 +25,9 @@ def test_editing_env_actions_changes_no_later_episode():
 
 
 def _fresh_actions():
-    from finbench.running.episode import clear_memos
+    from finbench.memo import clear_caches
 
-    clear_memos()
+    clear_caches()
     return _gate_episode().actions
 
 

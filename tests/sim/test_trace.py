@@ -250,8 +250,9 @@ def test_trace_shape_holds_everything_build_trace_reads_but_the_order_ids():
 
 
 def test_one_shape_is_one_grade_and_grade_played_is_grade_episode():
-    from finbench.running.episode import _canonical, clear_memos, grade_episode, grade_played
-    clear_memos()
+    from finbench.memo import clear_caches
+    from finbench.running.episode import _canonical, grade_episode, grade_played
+    clear_caches()
     by_shape, n = {}, 0
     for env, out in _episodes():
         trace = build_trace(*episode_inputs(env, out))
