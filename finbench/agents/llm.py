@@ -7,9 +7,10 @@ The client is the `openai` package pointed at any `base_url` (hosted APIs,
 vLLM, Ollama, llama.cpp servers all speak the protocol). The key is read from
 an environment variable (`api_key_env`, default `OPENAI_API_KEY`; a
 placeholder when it is unset, for local servers) and is never stored on the
-agent; the key string is scrubbed (replaced by `***`) from every record
-written (a server that echoes the `Authorization` header back cannot put it in
-a transcript) and from the client's error messages.
+agent; the key is scrubbed (replaced by `***`) from every record written and
+from the client's error messages, however a server echoes it (the
+`Authorization` header back, the key in another case, with separators put in
+or reversed: `llm_reply.secret_pattern`).
 
 Transcripts: one JSONL file per (model, task, seed, prompt hash), named
 `<task>__seed<seed>__<prompt hash>.jsonl` under `<transcripts>/<model folder>/`,
@@ -39,7 +40,17 @@ regular file) is set aside as `<name>.unreplayable-<n>.jsonl`, with a
 
 Faults: the client retries 408/409/429/5xx and timeouts with exponential
 backoff (`max_retries`, honouring `retry-after`); `timeout` is a total deadline
-per request attempt (connect, send and the whole reply), not a per-read one.
+per request attempt (connect, send and the whole reply), not a per-read one;
+after the retries the error is raised (key scrubbed) and the run resumes later.
+Every request asks for at most `max_tokens` (`MAX_TOKENS`, 1024, by default: a
+local server's own limit is often none). A 4xx the server gives for the
+conversation's size (a context length exceeded: `llm_reply.size_refusal`) ends
+the episode: it is recorded as the response of its turn (`ended`, `status`,
+`error`), the agent stops and the case is closed (`close`, as the budget
+closes it), and the end record says why; a resume replays it, never asking
+again. Refused at the first request (the prompt alone does not fit, or
+`max_tokens` is over the context), it is `ModelUnavailable`: a configuration
+to fix, not an episode.
 Every reply is either a turn or a malformed call: a reply that is not a
 chat completion (not JSON, not an object, no `choices`, no `message`,
 `tool_calls` not a list of calls, over `MAX_REPLY_BYTES`, nested more than
@@ -59,12 +70,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from finbench.agents.llm_reply import (MAX_CALLS, MAX_DEPTH, MAX_REPLY_BYTES, SCRUBBED, ReplyTooLarge, causes, clean,
-                                       deadline_http_client, read_reply, reply_fields, scrub, scrub_error,
-                                       tool_arguments)
-from finbench.agents.llm_transcripts import (Transcript, TranscriptLock, TranscriptWarning, Unreplayable, header_model,
-                                             is_transcript, legacy_dir_name, load_transcript, model_dir_name,
+from finbench.agents.llm_reply import (MAX_CALLS, MAX_DEPTH, MAX_REPLY_BYTES, SCRUBBED, ask, checked_limits, clean,
+                                       deadline_http_client, read_reply, scrub, tool_arguments)
+from finbench.agents.llm_transcripts import (Transcript, TranscriptLock, TranscriptWarning, Unreplayable, adopt_legacy,
+                                             header_model, is_transcript, load_transcript, model_dir_name,
                                              read_transcript, set_aside, transcript_path)
+from finbench.errors import check_int, check_real
 from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import play
 from finbench.sim.tools import TOOL_NAMES, tool_schemas, validate
@@ -76,9 +87,14 @@ NO_TOOL = "__no_tool_call__"
 """The tool name passed to the environment for a reply with no tool call (an unknown tool: an error, one call)."""
 _BAD_JSON = "__arguments_not_json__"
 MAX_TOOL_NAME = 100  # an unknown tool's name is cut to this before the environment echoes it
-__all__ = ["KEY_PLACEHOLDER", "MAX_CALLS", "MAX_DEPTH", "MAX_REPLY_BYTES", "NO_TOOL", "PROMPT_FILE", "SCRUBBED",
-           "TRANSCRIPTS_DIR", "ModelAgent", "ModelUnavailable", "TranscriptWarning", "header_model", "is_transcript",
-           "model_dir_name", "prompt_hash", "read_transcript", "system_prompt", "transcript_path"]
+MAX_TOKENS = 1024
+"""The reply limit sent by default: a tool call takes under 200 tokens; a thinking model may need more."""
+TIMEOUT = 120.0
+"""Seconds per request attempt by default."""
+__all__ = ["KEY_PLACEHOLDER", "MAX_CALLS", "MAX_DEPTH", "MAX_REPLY_BYTES", "MAX_TOKENS", "NO_TOOL", "PROMPT_FILE",
+           "SCRUBBED", "TIMEOUT", "TRANSCRIPTS_DIR", "ModelAgent", "ModelUnavailable", "TranscriptWarning",
+           "checked_limits", "header_model", "is_transcript", "model_dir_name", "prompt_hash", "read_transcript",
+           "system_prompt", "transcript_path"]
 
 
 def system_prompt(path: str | Path | None = None) -> str:
@@ -116,7 +132,7 @@ class ModelAgent:
         transcripts: The folder of transcripts (`data/model_runs`); None for none (no resume).
         prompt_path: The system prompt file (default `finbench/agents/prompts/system.txt`).
         temperature: Sent with every request (None: not sent).
-        max_tokens: Sent with every request (None: not sent).
+        max_tokens: Sent with every request (`MAX_TOKENS`, 1024; None: not sent, the server's limit).
         max_retries: The client's retries on 408/409/429/5xx, connection errors and timeouts,
             with exponential backoff.
         timeout: Seconds per request attempt, in total (connect, send, the whole reply); None for no
@@ -127,6 +143,8 @@ class ModelAgent:
             completion, and malformed tool calls).
         requests (int): Requests sent to the endpoint in the current episode (not replayed ones).
         replayed (int): Responses taken from a transcript in the current episode.
+        ended (str | None): Why the current episode ended early (`"context_length"`: the server
+            refused the conversation as too long), None when the model or the environment ended it.
 
     Example:
         Making the agent sends nothing; the client is made, and the server asked, on the first
@@ -144,15 +162,16 @@ class ModelAgent:
 
     def __init__(self, model: str, base_url: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
                  transcripts: str | Path | None = TRANSCRIPTS_DIR, prompt_path: str | Path | None = None,
-                 temperature: float | None = 0.0, max_tokens: int | None = None, max_retries: int = 5,
-                 timeout: float = 120.0):
+                 temperature: float | None = 0.0, max_tokens: int | None = MAX_TOKENS, max_retries: int = 5,
+                 timeout: float | None = TIMEOUT):
         if not isinstance(model, str) or not model:
             raise ValueError(f"ModelAgent: model must be a non-empty string, got {model!r}")
         if clean(model) != model:
             raise ValueError(f"ModelAgent: model {model!r} holds a lone surrogate (not sendable as UTF-8)")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not 0 < timeout < float("inf")):
-            raise ValueError(f"ModelAgent: timeout must be a positive number of seconds or None, got {timeout!r}")
+        timeout, max_tokens = checked_limits("ModelAgent", timeout, max_tokens)
+        if temperature is not None:  # checked, but sent as given: 0 and 0.0 are different prompt hashes
+            check_real("ModelAgent", "temperature", temperature, 0)
+        max_retries = check_int("ModelAgent", "max_retries", max_retries, 0)
         self.model = model
         self.name = model
         self.base_url = base_url or None
@@ -170,6 +189,7 @@ class ModelAgent:
         self._file = None
         self._path = None
         self.malformed = self.requests = self.replayed = 0
+        self.ended, self._refusal = None, {}
 
     # --- the client -------------------------------------------------------------------
     def __getstate__(self):  # copies and pickles carry the configuration, never a client, file or lock
@@ -278,6 +298,7 @@ class ModelAgent:
             self._file.close()
             self._file = None
         self.malformed = self.requests = self.replayed = 0
+        self.ended, self._refusal, self._order = None, {}, brief["order_id"]
         self.messages: list[dict] = [
             {"role": "system", "content": self.prompt},
             {"role": "user", "content": brief_message(brief)},
@@ -305,7 +326,12 @@ class ModelAgent:
     def act(self, observation: dict) -> tuple[str, dict]:
         if self._pending:
             self._answer(observation)
-        assistant, calls, problem = read_reply(self._complete())
+        rec = self._complete()
+        if isinstance(rec.get("ended"), str):  # the server refused the conversation: the agent stops here
+            self.ended, self._refusal = rec["ended"], {k: rec[k] for k in ("status", "error") if k in rec}
+            self._pending = []
+            return "close", {"order_id": self._order}
+        assistant, calls, problem = read_reply(rec)
         self.messages.append(assistant)
         if problem is not None or not calls:
             self.malformed += 1
@@ -334,7 +360,8 @@ class ModelAgent:
         its lock. A finished transcript replayed whole, or a replay-only agent, writes nothing."""
         if self._path is not None and self.base_url and not (self._done_before and self.requests == 0):
             self._open_at(self.requests + self.replayed)
-            self._write({"kind": "end", "malformed": self.malformed, "requests": self.requests, **outcome})
+            stop = {"ended": self.ended, **self._refusal} if self.ended else {}
+            self._write({"kind": "end", "malformed": self.malformed, "requests": self.requests, **outcome, **stop})
         self.release()
 
     # --- internals --------------------------------------------------------------------
@@ -342,23 +369,12 @@ class ModelAgent:
         """The transcript at `path` (moved from its pre-hash folder if it is there), set aside if it
         cannot be replayed."""
         if not os.path.lexists(path):
-            self._adopt_legacy(path)
+            adopt_legacy(path, self.model)
         try:
             return load_transcript(path, self.model)
         except Unreplayable as e:
             set_aside(path, str(e))
             return None
-
-    def _adopt_legacy(self, path: Path) -> None:
-        """A transcript of this model in the folder named before folder names carried a hash: moved here."""
-        old = path.parent.parent / legacy_dir_name(self.model) / path.name
-        if old.parent == path.parent or header_model(old) != self.model:
-            return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(old, path)
-        except OSError:
-            pass
 
     def _answer(self, obs: dict) -> None:
         call_id, override = self._pending[0]
@@ -402,29 +418,6 @@ class ModelAgent:
             self._file.flush()
         return json.loads(line)
 
-    def _ask(self, client) -> dict:
-        """One chat completion: the response record's `body`, or `invalid` (and `text`) for a reply that
-        cannot be read. Transport and status errors (after the client's retries) are raised, key scrubbed."""
-        import openai
-
-        secret = self._secret()
-        try:
-            raw = client.chat.completions.with_raw_response.create(model=self.model, messages=self.messages,
-                                                                   tools=self.tools, **self.params)
-            data = raw.http_response.content
-        except ReplyTooLarge as e:
-            return {"invalid": str(e)}
-        except openai.APIConnectionError as e:
-            cause = next((c for c in causes(e) if type(c).__name__ == "DecodingError"), None)
-            if cause is not None:  # a body whose content encoding does not decode
-                return {"invalid": f"the reply's content encoding does not decode ({clean(str(cause))[:200]})"}
-            scrub_error(e, secret)
-            raise
-        except openai.OpenAIError as e:
-            scrub_error(e, secret)
-            raise
-        return reply_fields(data, secret)
-
     def _complete(self) -> dict:
         """The response record answering the conversation so far: the transcript's if it answered this
         same request, else the model's (recorded)."""
@@ -440,8 +433,12 @@ class ModelAgent:
             self._open_at(turn)  # the conversation left the transcript (or ran past it): ask from here on
         self._recorded = self._recorded[:turn]
         started = time.perf_counter()
-        fields = self._ask(client)
+        fields = ask(client, self.model, self.messages, self.tools, self.params, self._secret())
         seconds = round(time.perf_counter() - started, 3)
+        if "ended" in fields and turn == 0:  # nothing the model did: the prompt alone is too long for the server
+            raise ModelUnavailable(f"model {self.model!r}: the server refused the first request of the episode as "
+                                   f"too long for its context; give it a larger context or a smaller max_tokens "
+                                   f"(now {self.params.get('max_tokens')}): {fields['error']}")
         self.requests += 1
         self._write({"kind": "request", "turn": turn, "sha": sha, "messages": new})
         return self._write({"kind": "response", "turn": turn, "seconds": seconds, **fields})

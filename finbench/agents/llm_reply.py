@@ -8,16 +8,25 @@
   nested too deeply.
 - `read_reply`: what a response record says (the assistant message to send back, its tool calls,
   what is wrong with it), for any JSON value at all: never an exception.
-- `scrub`, `scrub_error`: the key string replaced by `***` in records and in the client's errors;
-  `clean`: lone surrogates replaced, so every string can be sent and written as UTF-8.
+- `scrub`, `scrub_error`: the key replaced by `***` in records and in the client's errors, however a
+  server echoes it (case, separators, reversed: `secret_pattern`); `clean`: lone surrogates replaced,
+  so every string can be sent and written as UTF-8.
+- `size_refusal`: a 4xx the server gave for the conversation's size, as a response record's fields
+  (the episode ends there; `finbench.agents.llm`).
+- `ask`: one chat completion as a response record's fields; `checked_limits`: a request's `timeout`
+  and `max_tokens`, checked.
 """
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import warnings
+from functools import lru_cache
 from typing import Any
+
+from finbench.errors import FinbenchError, bad, check_int, check_real
 
 SCRUBBED = "***"
 """What the API key string is replaced with in everything written."""
@@ -34,20 +43,41 @@ TEXT_KEPT = 2000  # characters of an unreadable reply kept in its record
 MIN_SECRET = 8
 """Shorter "keys" (a local server's `x`, `1`, `none`) are not scrubbed: a one-letter key would be
 replaced in every word of every record, changing what a replay reads back."""
+SEPARATORS = " \t\r\n._-:/|,"
+"""What a server may put between a key's characters when it echoes it (or take out of it)."""
+_SEP = "[" + re.escape(SEPARATORS) + "]{0,3}"
+
+
+@lru_cache(maxsize=8)
+def secret_pattern(secret: str) -> re.Pattern:
+    """The key however a server echoes it: in any case, with separators (`SEPARATORS`, up to 3 at a time)
+    put between its characters or taken out of its own, or reversed. One pattern from the key's
+    characters, not a list of transformations. A key with fewer than `MIN_SECRET` characters besides
+    separators is matched as it is (loosened, it would match ordinary words)."""
+    core = [c for c in secret if c not in SEPARATORS]
+    if len(core) < MIN_SECRET:
+        return re.compile(re.escape(secret))
+    spelled = [_SEP.join(map(re.escape, chars)) for chars in (core, core[::-1])]
+    return re.compile("|".join(spelled), re.IGNORECASE)
 
 
 def scrub(obj: Any, secret: str | None) -> Any:
-    """`obj` with every occurrence of `secret` (of at least `MIN_SECRET` characters) in its strings
-    (keys too) replaced by `***`."""
+    """`obj` with the key `secret` (of at least `MIN_SECRET` characters) replaced by `***` in its strings
+    (keys too), however it was echoed (`secret_pattern`)."""
     if not secret or len(secret) < MIN_SECRET:
         return obj
-    if isinstance(obj, str):
-        return obj.replace(secret, SCRUBBED) if secret in obj else obj
-    if isinstance(obj, list):
-        return [scrub(v, secret) for v in obj]
-    if isinstance(obj, dict):
-        return {scrub(k, secret): scrub(v, secret) for k, v in obj.items()}
-    return obj
+    sub = secret_pattern(secret).sub
+
+    def walk(o):
+        if isinstance(o, str):
+            return sub(SCRUBBED, o)
+        if isinstance(o, list):
+            return [walk(v) for v in o]
+        if isinstance(o, dict):
+            return {walk(k): walk(v) for k, v in o.items()}
+        return o
+
+    return walk(obj)
 
 
 def scrub_error(exc: BaseException, secret: str | None) -> None:
@@ -64,6 +94,29 @@ def scrub_error(exc: BaseException, secret: str | None) -> None:
             exc.body = None
         except AttributeError:
             pass
+
+
+# --- a conversation the server refuses as too long ---------------------------------------------
+
+CONTEXT_LENGTH = "context_length"
+"""Why an episode ended early, in its records, when the server refused the conversation as too long."""
+NOT_SIZE = (401, 403, 404, 408, 409, 429)  # the key, the model's name, and the statuses the client retries
+_SIZE_WORDS = re.compile(r"context|too (?:long|large)|exceed|n_ctx|\btokens\b", re.IGNORECASE)
+
+
+def size_refusal(exc: BaseException, secret: str | None) -> dict | None:
+    """A response record's fields for a 4xx the server gave for the conversation's size (413, or a 4xx
+    whose words say context, too long or large, exceeds, n_ctx, tokens): `ended`, `status` and `error`
+    (the client's message, key scrubbed, cut). None for any other error (raised as before)."""
+    status = getattr(exc, "status_code", None)
+    if type(status) is not int or not 400 <= status < 500 or status in NOT_SIZE:
+        return None
+    message = getattr(exc, "message", None)
+    message = message if isinstance(message, str) else str(exc)
+    words = " ".join(str(w) for w in (message, getattr(exc, "code", None), getattr(exc, "type", None)) if w)
+    if status != 413 and not _SIZE_WORDS.search(words):
+        return None
+    return {"ended": CONTEXT_LENGTH, "status": status, "error": clean(scrub(message, secret))[:TEXT_KEPT]}
 
 
 def clean(s: str) -> str:
@@ -184,6 +237,50 @@ def tool_arguments(raw: Any) -> dict:
     if too_deep(args, MAX_ARGS_DEPTH):
         raise ValueError(f"nested more than {MAX_ARGS_DEPTH} levels deep")
     return clean_json(args)
+
+
+# --- the request -------------------------------------------------------------------------
+
+def checked_limits(where: str, timeout, max_tokens) -> tuple[float | None, int | None]:
+    """`timeout` (seconds > 0) and `max_tokens` (an integer >= 1), each or None (no limit, not sent);
+    a `FinbenchError` naming the parameter otherwise."""
+    try:
+        max_tokens = None if max_tokens is None else check_int(where, "max_tokens", max_tokens, 1)
+    except FinbenchError:
+        raise bad(where, "max_tokens", max_tokens, "an integer >= 1 or None") from None
+    try:
+        timeout = None if timeout is None else check_real(where, "timeout", timeout, 0, lo_open=True)
+    except FinbenchError:
+        raise bad(where, "timeout", timeout, "a finite number of seconds > 0 or None") from None
+    return timeout, max_tokens
+
+
+def ask(client, model: str, messages: list, tools: list, params: dict, secret: str | None) -> dict:
+    """One chat completion through `client`: a response record's fields, `body` or `invalid` (and `text`)
+    for a reply that cannot be read (`reply_fields`), or `ended` (`size_refusal`) for a conversation the
+    server refuses as too long. Other transport and status errors (after the client's retries) are
+    raised, key scrubbed."""
+    import openai
+
+    try:
+        raw = client.chat.completions.with_raw_response.create(model=model, messages=messages, tools=tools,
+                                                               **params)
+        data = raw.http_response.content
+    except ReplyTooLarge as e:
+        return {"invalid": str(e)}
+    except openai.APIConnectionError as e:
+        cause = next((c for c in causes(e) if type(c).__name__ == "DecodingError"), None)
+        if cause is not None:  # a body whose content encoding does not decode
+            return {"invalid": f"the reply's content encoding does not decode ({clean(str(cause))[:200]})"}
+        scrub_error(e, secret)
+        raise
+    except openai.OpenAIError as e:
+        refused = size_refusal(e, secret)
+        if refused is not None:
+            return refused
+        scrub_error(e, secret)
+        raise
+    return reply_fields(data, secret)
 
 
 # --- the HTTP client: a total deadline per request ------------------------------------------

@@ -62,6 +62,18 @@ def is_transcript(path: str | Path) -> bool:
     return bool(_TRANSCRIPT_NAME.search(Path(path).name))
 
 
+def adopt_legacy(path: Path, model: str) -> None:
+    """A transcript of `model` in the folder named before folder names carried a hash: moved to `path`."""
+    old = path.parent.parent / legacy_dir_name(model) / path.name
+    if old.parent == path.parent or header_model(old) != model:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(old, path)
+    except OSError:
+        pass
+
+
 def read_transcript(path: str | Path) -> list:
     """The records of a transcript as JSON values; a torn last line (a run killed mid-write) is dropped.
 
@@ -265,7 +277,7 @@ def load_transcript(path: Path, model: str) -> Transcript | None:
         n2, _, end2, resp = recs[i + 1]
         t2 = resp.get("turn")
         if (resp.get("kind") != "response" or type(t2) is not int or t2 != turn
-                or not ("body" in resp or isinstance(resp.get("invalid"), str))):
+                or not ("body" in resp or any(isinstance(resp.get(k), str) for k in ("invalid", "ended")))):
             raise Unreplayable(f"line {n2}: not the response of turn {turn}")
         pairs.append((rec["sha"], resp, start))
         end_offset = end2

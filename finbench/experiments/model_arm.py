@@ -8,7 +8,8 @@ full-corpus figure comes from a different, harder task set.
 Notebook `03_model_arm`, in the shape every experiment shares:
 
     run = model_arm.subset_run(master_seed, n_tasks, subset_size, subset_seed, seeds=range(n_seeds))
-    rows = model_arm.episodes(run, transcripts, model, base_url)   # plays the model first if given (resumable)
+    rows = model_arm.episodes(run, transcripts, model, base_url,   # plays the model first if given (resumable)
+                              timeout=120.0, max_tokens=1024)
     tables = model_arm.tables(rows, run)                          # table5; beside it, what its notes read
     claims = model_arm.claims(tables)
     figures = model_arm.figures(rows, run, tables)                # none
@@ -16,7 +17,10 @@ Notebook `03_model_arm`, in the shape every experiment shares:
                        meta=model_arm.meta(tables, master_seed, n_tasks, subset_size, subset_seed))
 
 No model row is ever made up: a model appears only with episodes replayed from
-its transcripts; with none, Table V is the gate's row and a note saying so.
+its transcripts; with none, Table V is the gate's row and a note saying so. An
+episode whose conversation the server refused as too long (a context length
+exceeded) is closed there and counts as played (column `ended`:
+`"context_length"`; "" for the others); the run goes on to the next episode.
 """
 from __future__ import annotations
 
@@ -30,7 +34,8 @@ import pandas as pd
 from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.sim.corpus import stratified_subset  # noqa: F401  (part of this module's API)
-from finbench.agents.llm import ModelAgent, ModelUnavailable, TranscriptWarning, header_model, is_transcript
+from finbench.agents.llm import (MAX_TOKENS, TIMEOUT, ModelAgent, ModelUnavailable, TranscriptWarning, checked_limits,
+                                 header_model, is_transcript)
 from finbench.agents.registry import PolicyRef
 from finbench.running.run import Run, corpus_for
 from finbench.running.evaluation import COLUMNS, episode_row  # the runner's own episode: model rows have every column
@@ -43,6 +48,8 @@ SOURCE = "tables/table5.csv"
 TABLES = ("table5",)
 """The tables this experiment writes and its claims read, by stem."""
 ZERO_GAP = 0.005  # the exactness tolerance of a single episode (EpisodeResult.exact)
+EPISODE_COLUMNS = [*COLUMNS, "malformed", "ended"]
+"""A model episode's row: the runner's columns, malformed calls, and why it ended early ("" if it did not)."""
 __all__ = ["CLAIMS", "PUBLISH", "TABLES", "claims", "claims_from_tables", "episodes", "figures", "measures", "meta",
            "model_episodes", "notes", "run_model", "stratified_subset", "subset_run", "table5", "table5_markdown",
            "tables"]
@@ -93,6 +100,7 @@ def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool) -> p
             agent.end({"position": row["position"], "gap": row["gap"], "exact": bool(row["exact"]),
                        "disposition": row["disposition"], "n_calls": row["n_calls"]})
             row["malformed"] = agent.malformed
+            row["ended"] = agent.ended or ""  # "context_length": the server refused the conversation, closed
             rows[i] = row
         finally:
             agent.release()
@@ -101,11 +109,12 @@ def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool) -> p
     busy = [(i, task, seed) for i, (task, seed) in enumerate(it) if not one(i, task, seed, wait=False)]
     for i, task, seed in busy:  # written by another process just now: theirs, once they let go
         one(i, task, seed, wait=True)
-    return pd.DataFrame([rows[i] for i in sorted(rows)], columns=[*COLUMNS, "malformed"])
+    return pd.DataFrame([rows[i] for i in sorted(rows)], columns=EPISODE_COLUMNS)
 
 
 def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = "data/model_runs",
-              api_key_env: str = "OPENAI_API_KEY", progress: bool = True, **agent_kw) -> pd.DataFrame:
+              api_key_env: str = "OPENAI_API_KEY", progress: bool = True, timeout: float | None = TIMEOUT,
+              max_tokens: int | None = MAX_TOKENS, **agent_kw) -> pd.DataFrame:
     """Play every (task, seed) of `run` with a model at `base_url`; finished episodes are replayed, not asked.
 
     Args:
@@ -115,19 +124,29 @@ def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = 
             `finbench.agents.llm.model_dir_name(model)`).
         api_key_env: the environment variable holding the key.
         progress: a progress bar over episodes.
-        **agent_kw: passed to `ModelAgent` (temperature, max_retries, timeout, ...).
+        timeout: seconds per request attempt, in total (None: no limit).
+        max_tokens: the reply limit sent with every request (None: not sent, the server's own,
+            often none on a local server). Part of the prompt hash: `model_episodes` counts the
+            transcripts recorded under the same value.
+        **agent_kw: passed to `ModelAgent` (temperature, max_retries, ...).
 
     Returns:
-        Episode rows (the runner's columns plus `malformed`), policy = the model name. Every
-        reply is a turn or a counted malformed call; several processes may run this on one folder
-        at once (each transcript has one writer; an episode another process is writing is taken
-        up, replayed, once it lets go).
+        Episode rows (`EPISODE_COLUMNS`: the runner's columns, `malformed`, `ended`), policy = the
+        model name. Every reply is a turn or a counted malformed call; a conversation the server
+        refuses as too long is closed there (`ended` "context_length") and the run goes on.
+        Several processes may run this on one folder at once (each transcript has one writer; an
+        episode another process is writing is taken up, replayed, once it lets go).
 
     Raises:
-        openai.APIError: the endpoint failed after the client's retries; the episodes
+        FinbenchError: a bad `timeout`, `max_tokens` (or other agent argument).
+        openai.APIError: the endpoint failed after the client's retries (a 5xx, refused
+            connection, a 401/403 key, a 4xx not about the conversation's size); the episodes
             finished so far are kept and the next call resumes.
+        ModelUnavailable: the server refused an episode's first request as too long (the prompt
+            alone does not fit its context, or `max_tokens` is over it).
     """
-    agent = ModelAgent(model, base_url, api_key_env=api_key_env, transcripts=transcripts, **agent_kw)
+    agent = ModelAgent(model, base_url, api_key_env=api_key_env, transcripts=transcripts, timeout=timeout,
+                       max_tokens=max_tokens, **agent_kw)
     return _rows(run, agent, only_finished=False, progress=progress)
 
 
@@ -163,32 +182,39 @@ def transcript_models(transcripts: str | Path) -> list[str]:
 
 
 def model_episodes(run: Run, transcripts: str | Path = "data/model_runs", models: list[str] | None = None,
-                   progress: bool = False) -> pd.DataFrame:
+                   progress: bool = False, *, max_tokens: int | None = MAX_TOKENS) -> pd.DataFrame:
     """Every finished transcript on disk for `run`'s episodes, replayed (no request is made).
 
     Only transcripts under the current system prompt, tools and sampling parameters
-    (their prompt hash) count. `models` restricts to those names (None: every model found).
+    (their prompt hash: `max_tokens` is the one recorded) count. `models` restricts to those names
+    (None: every model found).
     """
     frames = []
     for model in (models if models is not None else transcript_models(transcripts)):
-        agent = ModelAgent(model, None, transcripts=transcripts)
+        agent = ModelAgent(model, None, transcripts=transcripts, max_tokens=max_tokens)
         df = _rows(run, agent, only_finished=True, progress=progress)
         if len(df):
             frames.append(df)
     if not frames:
-        return pd.DataFrame(columns=[*COLUMNS, "malformed"])
+        return pd.DataFrame(columns=EPISODE_COLUMNS)
     return pd.concat(frames, ignore_index=True)
 
 
 def episodes(run: Run, transcripts: str | Path = "data/model_runs", model: str = "", base_url: str = "",
-             api_key_env: str = "OPENAI_API_KEY") -> dict:
+             api_key_env: str = "OPENAI_API_KEY", *, timeout: float | None = TIMEOUT,
+             max_tokens: int | None = MAX_TOKENS) -> dict:
     """The gate's episodes on the subset and every model's replayed from its transcripts on disk, after
-    playing `model` at `base_url` if both are given (`run_model`, resumable): {"gate": rows, "models":
-    rows (`model_episodes`, maybe empty), "endpoint": whether a model was asked (the notes say so)}."""
+    playing `model` at `base_url` if both are given (`run_model`, resumable, with this `timeout` per
+    request attempt and `max_tokens` per reply; the transcripts replayed are those under this
+    `max_tokens`): {"gate": rows, "models": rows (`model_episodes`, maybe empty), "endpoint": whether a
+    model was asked (the notes say so)}."""
+    timeout, max_tokens = checked_limits("model_arm.episodes", timeout, max_tokens)
     endpoint = bool(model and base_url)
     if endpoint:
-        run_model(run, model, base_url, transcripts=transcripts, api_key_env=api_key_env)
-    return {"gate": run.evaluate(), "models": model_episodes(run, transcripts), "endpoint": endpoint}
+        run_model(run, model, base_url, transcripts=transcripts, api_key_env=api_key_env, timeout=timeout,
+                  max_tokens=max_tokens)
+    return {"gate": run.evaluate(), "models": model_episodes(run, transcripts, max_tokens=max_tokens),
+            "endpoint": endpoint}
 
 
 def tables(rows: dict, run: Run) -> dict:

@@ -12,6 +12,7 @@ a server that dies.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -59,11 +60,14 @@ def _observations(messages: list[dict]) -> tuple[dict, list[dict]]:
 class Loopback:
     """A chat-completions server in a thread. `faults`: request index -> a fault:
     an int (that HTTP status), "bad_json", "unknown_tool", "wrong_args", "no_call", "two_calls";
-    `kill_after`: die (stop answering, close the socket) at that request index; `never`: always read."""
+    `kill_after`: die (stop answering, close the socket) at that request index; `never`: always read;
+    `max_messages`: a conversation longer than that is refused as a real server refuses one over its
+    context (400, `refusal(i)` the message)."""
 
-    def __init__(self, faults=None, kill_after=None, never=False):
+    def __init__(self, faults=None, kill_after=None, never=False, max_messages=None):
         self.faults, self.kill_after, self.never = dict(faults or {}), kill_after, never
-        self.seen: list[dict] = []  # per request: order_id, seed, turn, status
+        self.max_messages = max_messages
+        self.seen: list[dict] = []  # per request: order_id, seed, turn, fault, max_tokens
         self.auth: set[str] = set()
         self.dead = False
         outer = self
@@ -101,7 +105,13 @@ class Loopback:
         brief, obs = _observations(body["messages"])
         turn = sum(m["role"] == "assistant" for m in body["messages"])
         fault = self.faults.get(i)
-        self.seen.append({"order_id": brief["order_id"], "seed": brief["seed"], "turn": turn, "fault": fault})
+        if self.max_messages is not None and len(body["messages"]) > self.max_messages:
+            fault = "context"
+        self.seen.append({"order_id": brief["order_id"], "seed": brief["seed"], "turn": turn, "fault": fault,
+                          "max_tokens": body.get("max_tokens")})
+        if fault == "context":  # vLLM's words; llama.cpp says "the request exceeds the available context size"
+            return self._send(h, 400, {"error": {"message": self.refusal(i), "type": "BadRequestError",
+                                                 "param": None, "code": 400}})
         if fault == "slow":  # longer than the client's timeout: the client gives up and retries
             time.sleep(1.0)
         if isinstance(fault, int):
@@ -131,6 +141,12 @@ class Loopback:
             "id": f"chatcmpl-{i}", "object": "chat.completion", "created": 0, "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    def refusal(self, i: int) -> str:
+        """The message of a refused conversation (a subclass may echo something in it)."""
+        return ("This model's maximum context length is 4096 tokens. However, you requested 4113 tokens "
+                "(3089 in the messages, 1024 in the completion). Please reduce the length of the messages "
+                "or completion.")
 
     def respond(self, h, i, fault, brief, completion):
         """Send the scripted completion (a subclass may send something else: tests/agents/test_llm_hostile.py)."""
@@ -179,13 +195,19 @@ def _transcripts_of_a_healthy_run(run, runs: Path) -> list[Path]:
     return sorted((runs / model_dir_name(MODEL)).glob("*.jsonl"))
 
 
+def _bare(text: str) -> str:
+    """`text` in lower case without separators: the key in it whatever case and separators a server echoed."""
+    return re.sub(r"[\s._\-:/|,]", "", text).lower()
+
+
 def _no_key_anywhere(root: Path, *texts: str):
+    """The key is in no file under `root` nor in `texts`: not as sent, nor in another case, with separators
+    inserted or reversed."""
     files = [p for p in root.rglob("*") if p.is_file()]
     assert files
-    for p in files:
-        assert KEY.encode() not in p.read_bytes(), p
-    for t in texts:
-        assert KEY not in t
+    bare = _bare(KEY)
+    for t in [*(p.read_bytes().decode("utf-8", "replace") for p in files), *texts]:
+        assert KEY not in t and bare not in _bare(t) and bare[::-1] not in _bare(t), t[:200]
 
 
 def test_rate_limit_and_server_errors_are_retried(run, tmp_path, key):

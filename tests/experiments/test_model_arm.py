@@ -188,3 +188,24 @@ def test_a_transcript_that_no_longer_replays_is_left_alone_and_not_a_row(run, tm
     rows = M.model_episodes(run, runs)
     assert len(rows) == len(run.corpus) - 1 and path.name.split("__")[0] not in set(rows["task_id"])
     assert path.read_bytes() == before and "does not replay" in capfd.readouterr().err
+
+
+def test_the_notebooks_timeout_and_max_tokens_reach_the_server(tmp_path, key):
+    from finbench.pipeline import ROOT, run_notebook
+    from finbench.analysis.tables import read_table
+
+    srv = Loopback(faults={1: "slow"})  # one reply slower than the timeout: the client gives up and retries
+    params = {"n_tasks": 30, "subset_size": 12, "tables_dir": str(tmp_path / "tables"),
+              "data_dir": str(tmp_path / "data"), "cache_dir": str(tmp_path / "cache"), "model": MODEL,
+              "base_url": srv.base_url, "api_key_env": KEY_ENV, "timeout": 0.5, "max_tokens": 64}
+    try:
+        run_notebook(ROOT / "notebooks" / "03_model_arm.ipynb", params, out_dir=tmp_path / "nb")
+    finally:
+        srv.close()
+    assert srv.seen and {s["max_tokens"] for s in srv.seen} == {64}
+    assert srv.seen[2]["turn"] == srv.seen[1]["turn"]  # the slow turn asked again: the 0.5 s timeout was used
+    t5 = read_table(tmp_path / "tables" / "table5.csv").set_index("policy")
+    assert list(t5.index) == ["finality_gate", MODEL]  # the episodes under max_tokens=64 are the ones replayed
+    headers = [read_transcript(p)[0] for p in (tmp_path / "data" / "model_runs").rglob("*.jsonl")]
+    assert {h["params"]["max_tokens"] for h in headers} == {64}
+    _no_key_anywhere(tmp_path)
