@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-12)
 export PYTHONPATH := $(CURDIR)
 export SOURCE_DATE_EPOCH := 0
 export MPLBACKEND := Agg
@@ -13,9 +13,11 @@ all: test
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	# the project itself, editable: `import finbench` and the `finbench` command work from any folder
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import importlib
 
+__version__ = "1.1.0"
+"""The package version (every stamp also carries the engine version: rows of two package versions
+with one engine version are comparable; see CHANGELOG.md)."""
+
 _EXPORTS = {
     "sim.constants": ("HANDOVER", "HORIZON", "PUBLIC_SEED", "REGEN_SEED", "SHIP_BY"),
     "sim.corpus": ("Corpus", "load_corpus", "make_corpus", "make_task"),
