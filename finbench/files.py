@@ -1,7 +1,12 @@
-"""Writing a file so that a reader sees the old one or the new one, never half of either.
+"""Where the package's files go, and writing one so that a reader sees the old one or the new one.
 
 Shared by every layer that writes (corpus files, tables, figures): a unique
-temporary name per writer in the target's folder, then an atomic rename.
+temporary name per writer in the target's folder, then an atomic rename, with
+the permissions the umask gives a new file (644 under the usual 022).
+
+Every folder the package or a notebook resolves by default (the episode cache,
+tables, figures, data, build) is under the repository root (`root`), never the
+working directory: a Jupyter kernel starts in `notebooks/`.
 """
 from __future__ import annotations
 
@@ -10,6 +15,32 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+ROOT_VARIABLE = "FINBENCH_ROOT"
+"""An environment variable naming another root (e.g. to write a run's outputs elsewhere)."""
+
+
+def root() -> Path:
+    """The repository root: `$FINBENCH_ROOT` if set, else the folder that holds the package."""
+    named = os.environ.get(ROOT_VARIABLE, "").strip()
+    return Path(named).expanduser().resolve() if named else Path(__file__).resolve().parents[1]
+
+
+def at_root(path: str | os.PathLike) -> Path:
+    """`path` if it is absolute, else the same path under `root()` (not the working directory).
+
+    Example:
+        >>> at_root("tables") == root() / "tables", at_root("/tmp/x") == Path("/tmp/x")
+        (True, True)
+    """
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else root() / path
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it; set straight back
+    os.umask(mask)
+    return mask
 
 
 @contextmanager
@@ -27,6 +58,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it owner-only; a written file is the umask's
     try:
         yield Path(tmp)
         os.replace(tmp, path)

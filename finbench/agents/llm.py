@@ -76,6 +76,7 @@ from finbench.agents.llm_transcripts import (Transcript, TranscriptLock, Transcr
                                              header_model, is_transcript, load_transcript, model_dir_name,
                                              read_transcript, set_aside, transcript_path)
 from finbench.errors import check_int, check_real
+from finbench.files import at_root
 from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import play
 from finbench.sim.tools import TOOL_NAMES, tool_schemas, validate
@@ -176,7 +177,7 @@ class ModelAgent:
         self.name = model
         self.base_url = base_url or None
         self.api_key_env = api_key_env
-        self.transcripts = None if transcripts is None else Path(transcripts)
+        self.transcripts = None if transcripts is None else at_root(transcripts)
         self.prompt = system_prompt(prompt_path)
         self.tools = tool_schemas()
         self.params = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}

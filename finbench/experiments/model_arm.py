@@ -33,6 +33,7 @@ import pandas as pd
 
 from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
+from finbench.files import at_root
 from finbench.sim.corpus import stratified_subset  # noqa: F401  (part of this module's API)
 from finbench.agents.llm import (MAX_TOKENS, TIMEOUT, ModelAgent, ModelUnavailable, TranscriptWarning, checked_limits,
                                  header_model, is_transcript)
@@ -165,7 +166,7 @@ def transcript_models(transcripts: str | Path) -> list[str]:
 
     A transcript whose first line is not a header naming a model is skipped with a `TranscriptWarning`
     (its model's agent sets it aside when it comes to that episode)."""
-    root = Path(transcripts)
+    root = at_root(transcripts)
     names = set()
     if root.is_dir():
         for d in sorted(p for p in root.iterdir() if p.is_dir()):

@@ -41,10 +41,10 @@ import warnings
 from pathlib import Path
 
 from finbench.sim import constants as C
+from finbench.files import root
 from finbench.memo import memoised, register
 
-ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = ROOT / "data" / "cache"
+CACHE_DIR = root() / "data" / "cache"
 FORMAT = "finbench-episodes/2"
 _VERSIONED = re.compile(r"^episodes-e[\w.]+-[0-9a-f]{16}$")
 _FLAT_FILE = re.compile(r"^\.?[0-9a-f]{32}\.json(\..*\.tmp)?$")
