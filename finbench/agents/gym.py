@@ -1,9 +1,8 @@
 """A Gymnasium environment over `FinalityEnv`, for people training agents: text in, tool call out.
 
     import gymnasium
-    from finbench.agents.gym import FinalityGym
-    env = FinalityGym()                                  # the public corpus, default faults and costs
-    obs, info = env.reset(seed=0)                        # obs: the brief as JSON text
+    env = gymnasium.make("finbench.agents.gym:FinalityBench-v0")  # or FinalityGym(corpus, profile, costs)
+    obs, info = env.reset(seed=0)                        # obs: the brief as JSON text; info["tools"]: the schemas
     obs, reward, terminated, truncated, info = env.step(
         '{"name": "probe_processor", "arguments": {"order_id": "ord-0001"}}')
 
@@ -31,7 +30,11 @@ from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
 from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.faults import FaultProfile
+from finbench.sim.tools import tool_schemas
 from finbench.agents.llm import NO_TOOL
+
+ENV_ID = "FinalityBench-v0"
+"""The registered id: `gymnasium.make("finbench.agents.gym:FinalityBench-v0")` imports this module and makes one."""
 
 MAX_TEXT = 16384
 CHARSET = string.printable
@@ -84,7 +87,8 @@ class FinalityGym(gymnasium.Env):
 
     Returns of `step`: `(observation, reward, terminated, truncated, info)`; `info` holds
     the observation as a dict (`"observation"`), `"calls_left"` and, at the end, `"position"`,
-    `"gap"`, `"exact"`, `"disposition"`.
+    `"gap"`, `"exact"`, `"disposition"`. The `info` of `reset` also holds `"task_id"` and
+    `"tools"`, the twelve tools' schemas in the function-calling format (`tool_schemas()`).
     """
 
     metadata = {"render_modes": []}
@@ -142,7 +146,8 @@ class FinalityGym(gymnasium.Env):
             fault_seed = int(self.np_random.integers(self.max_fault_seed))
         self._env = FinalityEnv(task, fault_seed, self.profile, self.costs)
         brief, text = _fit(self._env.reset())
-        return text, {"observation": brief, "calls_left": self._env.calls_left, "task_id": task.task_id}
+        return text, {"observation": brief, "calls_left": self._env.calls_left, "task_id": task.task_id,
+                      "tools": tool_schemas()}
 
     def step(self, action):
         if self._env is None:
@@ -198,3 +203,7 @@ def _loads(text, what: str):
 def _kind(value) -> str:
     return f"a JSON {type(value).__name__}" if isinstance(value, (list, str, int, float, bool, type(None))) \
         else f"a {type(value).__name__}"
+
+
+if ENV_ID not in gymnasium.registry:  # registered once, however often the module is reloaded
+    gymnasium.register(id=ENV_ID, entry_point="finbench.agents.gym:FinalityGym")

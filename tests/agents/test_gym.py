@@ -115,3 +115,15 @@ def test_bad_constructor_arguments_are_named(corpus):
         FinalityGym(corpus, max_fault_seed=0)
     with pytest.raises(fb.FinbenchError, match="FinalityGym: corpus must be a Corpus"):
         FinalityGym(corpus.tasks)
+
+
+def test_registered_id_makes_the_environment_with_the_tool_schemas():
+    import subprocess
+    import sys
+
+    code = ("import gymnasium; env = gymnasium.make('finbench.agents.gym:FinalityBench-v0'); "
+            "obs, info = env.reset(seed=3); print(env.spec.id, len(info['tools']), "
+            "sorted(t['function']['name'] for t in info['tools'])[0])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["FinalityBench-v0", "12", "close"]
