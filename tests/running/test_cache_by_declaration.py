@@ -338,3 +338,25 @@ def test_a_cache_folder_that_cannot_be_used_warns_and_the_run_goes_on(how, tmp_p
         got = fb.evaluate(corpus, ["sop"], seeds=[0], cache=cache)
     assert len(caught) == 1 and ("cannot be used" in str(caught[0].message) or "No space" in str(caught[0].message))
     _same(got, fb.evaluate(corpus, ["sop"], seeds=[0], cache=False))
+
+
+def test_eval_of_an_edited_installed_agent_gets_fresh_rows(tmp_path):
+    """The issue's reproduction through the command line: an agent installed under site-packages,
+    edited between two `finbench eval` runs that share the default episode cache folder."""
+    import os
+    import subprocess
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site), "FINBENCH_ROOT": str(tmp_path / "root")}
+    rows = []
+    for limit in (590, 125, 590):
+        (site / "myagent_cli.py").write_text(_agent_source("installed_module", "cli", limit, None))
+        out = tmp_path / f"card{len(rows)}"
+        proc = subprocess.run([sys.executable, "-m", "finbench", "eval", "myagent_cli:Agent", "--n-tasks", "9",
+                               "--seeds", "1", "--n-jobs", "1", "--out", str(out)], capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        rows.append(pd.read_csv(out / "rows.csv", comment="#"))
+    assert not rows[0].equals(rows[1])  # the edit is played, not the first run's rows
+    _same(rows[2], rows[0])
