@@ -5,6 +5,9 @@
     inspect_eval(fb.inspect_task(), model="openai/gpt-4o-mini")           # Table V's subset, seed 0
 
     inspect eval finbench/running/inspect_task.py@finbench --model openai/gpt-4o-mini -T n_tasks=30
+    inspect eval finbench/running/inspect_task.py@finbench --model mockllm/model -T n_tasks=9 --limit 3  # offline
+
+(A local OpenAI-compatible server, and the exit status of a run no sample of which completes: docs/inspect.md.)
 
 Samples: the (task, seed) episodes of Table V's stratified subset (`finbench.sim.corpus.stratified_subset`: every archetype,
 twin pairs whole) of a `make_corpus(master_seed, n_tasks)` corpus, or of the whole corpus
@@ -16,6 +19,7 @@ or it replies without a tool call; then the case is closed (`close` until done).
 which answers a reply without a tool call with an error and asks again, this follows Inspect's
 convention that such a reply is the agent's last. A call Inspect refuses before it reaches a tool (an
 unknown tool, arguments that do not fit the schema) still costs a call of the budget, as in `ModelAgent`.
+Inspect's mock model is given token counts that need no download (`_offline_mock`), so it runs offline.
 
 Scorer `finbench`: per episode `gap` (reference position - position), `exact` (gap <= 0.005) and the
 effect verdict (`grade_episode` on the trace) as `violation` and `unscorable` (1 or 0); the answer is
@@ -141,13 +145,32 @@ def _charge(env: FinalityEnv, call) -> None:
     env.step(tool, **args)
 
 
+async def _estimate(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _offline_mock(model) -> None:
+    """Let Inspect's mock model count tokens without tiktoken. The mock gives a reply without a usage (every
+    reply of `--model mockllm/model` from the shell) one counted with tiktoken, whose encoding is downloaded
+    on first use: offline, every sample would fail. A mock's usage is made up anyway, so it gets an estimate
+    that needs no file (four characters a token); any other model, or a mock's own usage, is left alone."""
+    try:  # lazy; the class is not exported, and a version that moves it must not fail every other model
+        from inspect_ai.model._providers.mockllm import MockLLM
+    except ImportError:
+        return
+    api = getattr(model, "api", None)
+    if isinstance(api, MockLLM) and "count_text_tokens" not in vars(api):
+        api.count_text_tokens = _estimate  # this instance only: shadows the method that loads tiktoken
+
+
 def _solver(cases: dict, prompt: str, profile, costs, probe):
-    from inspect_ai.model import ChatMessageSystem  # lazy: only when a task is made
+    from inspect_ai.model import ChatMessageSystem, get_model  # lazy: only when a task is made
     from inspect_ai.solver import solver
 
     @solver(name="finbench_episode")
     def finbench_episode():
         async def solve(state, generate):
+            _offline_mock(get_model())  # the model `generate` asks
             task, seed = cases[str(state.sample_id)]
             env = FinalityEnv(task, seed, profile, costs, probe=probe)
             env.reset()

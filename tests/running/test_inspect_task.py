@@ -3,8 +3,8 @@
 The scripted models answer from the conversation (the brief in the first user message, then every
 observation a tool returned), so samples run concurrently get the same turns as run alone, and a
 model that plays a policy makes exactly the policy's calls: its episode must be `run_episode`'s.
-Every mock output carries its `usage` (else Inspect counts tokens with tiktoken, which downloads its
-encoding), and a socket guard fails any attempt to reach the network.
+Mock outputs carry their `usage` (one without is counted by the solver's estimate, never by tiktoken,
+which would download its encoding), and a socket guard fails any attempt to reach the network.
 """
 from __future__ import annotations
 
@@ -207,18 +207,28 @@ def test_bad_arguments_name_themselves(kw, word):
         inspect_task(**{"n_tasks": 9, **kw})
 
 
+def test_replies_without_a_usage_run_offline(monkeypatch, tmp_path):
+    """The mock counts a reply's missing usage without tiktoken's download (the socket guard would see one);
+    a usage a reply carries is kept."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))  # empty: no cached encoding
+    bare = [ModelOutput.from_content(model="model", content="No tools.") for _ in range(2)]
+    log = run(inspect_task(n_tasks=9), bare, limit=2)
+    assert log.status == "success", log.error
+    assert len(log.samples) == 2 and log.stats.model_usage["mockllm/model"].input_tokens > 0
+    log = run(inspect_task(n_tasks=9), [output(text="No tools.") for _ in range(2)], limit=2)
+    assert log.stats.model_usage["mockllm/model"].input_tokens == 2 * USAGE.input_tokens
+
+
 def test_the_inspect_eval_command_line(monkeypatch, tmp_path):
-    """`inspect eval finbench/running/inspect_task.py@finbench --model mockllm/model -T ...`, in process: the
-    mock's default reply (no tool call) is given a usage, as no reply from the command line can carry one."""
+    """`inspect eval finbench/running/inspect_task.py@finbench --model mockllm/model -T ...`, in process and
+    offline: the mock's default reply (no tool call) carries no usage, and the solver spares the mock the
+    tiktoken download counting it would take (the socket guard would see one). In a subprocess, as a user
+    types it: tests/running/test_inspect_cli.py."""
     from click.testing import CliRunner
     from inspect_ai._cli.main import inspect
     from inspect_ai.log import read_eval_log
-    from inspect_ai.model._providers.mockllm import MockLLM
 
-    async def usage(self, out, input, tools):
-        out.usage = USAGE
-
-    monkeypatch.setattr(MockLLM, "_ensure_default_usage", usage)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))  # empty: no cached encoding to hide behind
     monkeypatch.chdir(fb.__file__.rsplit("/finbench/", 1)[0])
     logs = tmp_path / "cli"
     res = CliRunner().invoke(inspect, ["eval", "finbench/running/inspect_task.py@finbench", "--model",
