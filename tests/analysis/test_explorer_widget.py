@@ -176,3 +176,234 @@ def test_the_executed_notebook_shows_the_widget_and_the_figure(executed):
     first = _rows(policy="optimistic", archetype="pending_fail").iloc[0]
     shown = "".join(t for o in outputs for t in o.get("data", {}).get("text/plain", []))
     assert f"{first.task_id} · optimistic · seed {first.seed} · verdict {first.verdict}" in shown
+
+
+# --- any agent: every form a policy reference takes, and rows of a report card -------------------------------
+
+class EarlyEscalator:
+    """A user's policy as a notebook defines it: probe `probes` times, then hand the case to a human."""
+
+    name = "early_escalator"
+
+    def __init__(self, probes: int = 1):
+        self.probes = probes
+
+    def begin(self, brief):
+        self.order, self.done = brief["order_id"], 0
+
+    def act(self, observation):
+        if self.done < self.probes:
+            self.done += 1
+            return "probe_processor", {"order_id": self.order}
+        return "escalate", {"order_id": self.order}
+
+
+_AGENT_FILE = '''
+class Escalator:
+    name = "file_escalator"
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, observation):
+        return "escalate", {"order_id": self.order}
+
+
+def make():
+    return Escalator()
+'''
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One episode cache for the module: the nine are simulated once, a user's agent every time."""
+    return tmp_path_factory.mktemp("explorer-cache")
+
+
+@pytest.fixture(scope="module")
+def agent_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("agent") / "my_agent.py"
+    path.write_text(_AGENT_FILE, encoding="utf-8")
+    return path
+
+
+def _reference(form: str, agent_file):
+    """(the policy reference of `form`, the label its rows carry)."""
+    if form.startswith("registered"):
+        fb.register_policy("escalator_registered", lambda probes=1: EarlyEscalator(probes), replace=True)
+        return ("escalator_registered", "escalator_registered") if form == "registered" else \
+            ("escalator_registered[probes=2]", "escalator_registered[probes=2]")
+    if form.startswith("file"):
+        return f"{agent_file}:{'Escalator' if form == 'file' else 'make'}", "file_escalator"
+    return {"class": EarlyEscalator, "instance": EarlyEscalator(probes=2),
+            "factory": lambda: EarlyEscalator(probes=3)}[form], "early_escalator"
+
+
+@pytest.mark.parametrize("form", ["class", "instance", "factory", "registered", "registered with knobs", "file",
+                                  "file factory"])
+def test_any_policy_reference_is_explored_beside_the_nine(form, agent_file, cache):
+    policy, label = _reference(form, agent_file)
+    ex = explorer(n_tasks=N_TASKS, seeds=SEEDS, policy=policy, cache=cache)
+    assert ex.run.labels == [*fb.POLICIES, label]  # beside the built-in policies it is compared with
+    assert ex.controls["policy"].value == label and ("finality_gate", "finality_gate") in ex.controls["policy"].options
+    assert len(ex.rows) == N_TASKS_EPISODES and (ex.rows.policy == label).all()
+    assert ex.row["policy"] == label and f" · {label} · " in ex.title
+    assert ex.checks.loc["verdict", "re-graded"] == ex.row["verdict"]
+    before, message = ex.draws, ex.message
+    ex.controls["episode"].value = 1  # the redraw path: the next of its episodes, replayed and drawn
+    assert ex.draws == before + 1 and ex.message != message and ex.row.equals(ex.rows.iloc[1])
+    assert f" · {label} · " in ex.title and label in ex.message
+    ex.controls["policy"].value = "finality_gate"  # and the nine it is compared with are a click away
+    assert ex.row["policy"] == "finality_gate" and " · finality_gate · " in ex.title
+
+
+N_TASKS_EPISODES = len(fb.make_corpus(n_tasks=N_TASKS)) * len(SEEDS)
+
+
+def test_a_users_agent_rows_are_its_own_evaluation(cache):
+    ex = explorer(n_tasks=N_TASKS, seeds=SEEDS, policy=EarlyEscalator, cache=cache)
+    own = fb.evaluate(fb.make_corpus(n_tasks=N_TASKS), [EarlyEscalator], SEEDS, cache=False)
+    assert list(ex.rows.task_id) == list(own.task_id) and list(ex.rows.gap) == pytest.approx(list(own.gap))
+
+
+def test_a_registered_name_plays_in_worker_processes(cache):
+    fb.register_policy("escalator_registered", lambda probes=1: EarlyEscalator(probes), replace=True)
+    ex = explorer(n_tasks=N_TASKS, seeds=SEEDS, policy="escalator_registered", n_jobs=2, cache=cache)
+    assert ex.row["policy"] == "escalator_registered" and " · escalator_registered · " in ex.title
+
+
+def test_the_counts_shown_follow_the_selection(ex):
+    _set(ex)
+    everything = _rows()
+
+    def shown(**filters):
+        rows = everything
+        for col, value in filters.items():
+            rows = rows[rows[col] == value]
+        per = " · ".join(f"{v} {(rows.verdict == v).sum():,}" for v in ("pass", "violation", "unscorable"))
+        return f"{len(rows):,} of {len(everything):,} episodes match", per
+
+    head, per = shown(policy="optimistic", archetype="pending_fail")
+    assert head in ex.status.value and per in ex.status.value
+    ex.controls["archetype"].value = ""  # set programmatically, as a click would
+    new_head, new_per = shown(policy="optimistic")
+    assert (new_head, new_per) != (head, per)
+    assert new_head in ex.status.value and new_per in ex.status.value and new_head in ex.message
+    for name, value in (("verdict", "pass"), ("policy", "finality_gate"), ("verdict", "")):
+        ex.controls[name].value = value
+        head, per = shown(**{k: ex.controls[k].value for k in ("policy", "archetype", "verdict")
+                             if ex.controls[k].value})
+        assert head in ex.status.value and per in ex.status.value
+
+
+@pytest.fixture(scope="module")
+def agent_rows():
+    """The episode rows of a user's agent alone, as `evaluate` returns them."""
+    return fb.evaluate(fb.make_corpus(n_tasks=N_TASKS), [EarlyEscalator], SEEDS, cache=False)
+
+
+def test_rows_from_a_dataframe_are_explored_and_replayed_with_their_policy(agent_rows):
+    ex = explorer(rows=agent_rows, policy=EarlyEscalator)
+    assert len(ex.rows) == len(agent_rows) and list(ex.rows.gap) == pytest.approx(list(agent_rows.gap))
+    assert ex.controls["policy"].value == "early_escalator" and ex.controls["arm"].disabled
+    assert ex.controls["arm"].options == ("all",) and ex.controls["probe"].options == ("full",)
+    assert ex.row.equals(ex.rows.iloc[0]) and " · early_escalator · " in ex.title
+    assert ex.checks.loc["verdict", "re-graded"] == ex.row["verdict"]
+    assert f"{len(agent_rows):,} of {len(agent_rows):,} episodes match" in ex.status.value
+    before = ex.draws
+    ex.controls["episode"].value = 3
+    assert ex.draws == before + 1 and ex.row.equals(ex.rows.iloc[3]) and ex.row["task_id"] in ex.title
+    ex.controls["verdict"].value = ex.rows.verdict.iloc[0]
+    assert (ex.rows.verdict == ex.rows.verdict.iloc[0]).all()
+
+
+def test_rows_whose_policy_cannot_be_rebuilt_are_listed_and_say_what_cannot_be_drawn(agent_rows):
+    ex = explorer(rows=agent_rows)  # 'early_escalator' names no registered policy: its episodes cannot be replayed
+    assert len(ex.rows) == len(agent_rows) and ex.row.equals(ex.rows.iloc[0])
+    assert ex.title is None and ex.result is None and "image/png" not in _drawn(ex)
+    assert "cannot draw" in ex.message and "'early_escalator'" in ex.message and "policy=" in ex.message
+    assert list(ex.checks["row"]) == [*(ex.row[f"check_{c}"] for c in fb.CHECKS), ex.row["verdict"]]
+    before = ex.draws
+    ex.controls["episode"].value = 1  # still steps through them, and says so again
+    assert ex.draws == before + 1 and ex.row.equals(ex.rows.iloc[1]) and "cannot draw" in ex.message
+
+
+def test_rows_of_the_nine_replay_without_being_told_the_policy():
+    rows = _rows(policy="sop")
+    ex = explorer(rows=rows)
+    assert ex.controls["policy"].value == "sop" and " · sop · " in ex.title
+
+
+@pytest.fixture(scope="module")
+def card_dir(tmp_path_factory, agent_file):
+    """A report card of the file's agent, written as `finbench eval` writes it (profile only:loss, a
+    dispute fee not SPEC's, so that the replay is right only if rows.csv's stamp is read)."""
+    from finbench.agents.loading import load_agent
+    from finbench.card import card_of
+
+    agent = load_agent(f"{agent_file}:Escalator").obj
+    run = fb.Run.make(n_tasks=N_TASKS, seeds=SEEDS, profile=fb.FaultProfile.only("loss"),
+                      costs=fb.Costs(dispute_fee=15), policies=[*fb.POLICIES, agent], n_boot=50, cache=False)
+    out = tmp_path_factory.mktemp("card")
+    card_of(run, "file_escalator").write(out)
+    return out
+
+
+def test_rows_of_a_report_card_by_path_are_replayed_under_its_stamp(card_dir, agent_file):
+    ex = explorer(rows=card_dir / "rows.csv", policy=f"{agent_file}:Escalator")
+    assert ex.controls["arm"].value == "only:loss" and "profile only:loss" in ex.message
+    assert len(ex.rows) == N_TASKS_EPISODES and (ex.rows.policy == "file_escalator").all()
+    assert " · file_escalator · " in ex.title and ex.checks.loc["verdict", "re-graded"] == ex.row["verdict"]
+    before = ex.draws
+    ex.controls["episode"].value = len(ex.rows) - 1
+    assert ex.draws == before + 1 and ex.row["task_id"] in ex.title
+    as_text = explorer(rows=str(card_dir / "rows.csv"))  # a path as a string; no policy: listed, not drawn
+    assert len(as_text.rows) == N_TASKS_EPISODES and "cannot draw" in as_text.message
+
+
+def _frame(**drop):
+    return _rows(policy="sop").drop(columns=list(drop))
+
+
+@pytest.mark.parametrize("kw, error", [
+    ({"policy": 42}, "policy must be a policy name or label"),
+    ({"policy": "no_such_policy"}, r"unknown policy .* \(or PATH.py:NAME or module:NAME"),
+    ({"policy": "RAISES:Agent"}, r"RuntimeError: no key \(line 3, in __init__\) while being made"),
+    ({"policy": "no_such_file.py:Agent"}, "no such file"),
+    ({"policy": "agent.py"}, "PATH.py:NAME"),
+    ({"policy": "FILE:Missing"}, "has no 'Missing'"),
+    ({"policy": "FILE:Escalator.nope"}, "has no"),
+    ({"policy": "BROKEN:Agent"}, "does not import"),
+    ({"policy": "TAKES:make"}, "takes arguments"),
+    ({"policy": "sop_copy"}, "apart from SPEC's nine"),
+    ({"rows": 42}, "rows must be a DataFrame or the path of"),
+    ({"rows": "no/such/rows.csv"}, "no such file"),
+    ({"rows": "FRAME-LACKING"}, "lacking gap, verdict"),
+    ({"rows": "EMPTY"}, "no episode"),
+    ({"rows": "FRAME", "policy": "optimistic"}, "one of the rows' policies"),
+    ({"rows": "CARD", "arm": "none"}, "arm must be the rows' own, 'only:loss'"),
+    ({"rows": "CARD", "probe": "none"}, "probe must be the rows' own, 'full'"),
+])
+def test_bad_agents_paths_and_rows_are_refused_clearly(kw, error, agent_file, card_dir, tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import math\nmath.sqrt(-1)\n", encoding="utf-8")
+    takes = tmp_path / "takes.py"
+    takes.write_text("def make(x):\n    return x\n", encoding="utf-8")
+
+    class Sop(EarlyEscalator):
+        name = "sop"
+
+    raises = tmp_path / "raises.py"
+    raises.write_text("class Agent:\n    def __init__(self):\n        raise RuntimeError('no key')\n\n"
+                      "    def begin(self, brief):\n        pass\n\n    def act(self, observation):\n        pass\n",
+                      encoding="utf-8")
+    swap = {"FILE": str(agent_file), "BROKEN": str(broken), "TAKES": str(takes), "RAISES": str(raises)}
+    value = {"sop_copy": Sop, "FRAME-LACKING": _frame(gap=1, verdict=1), "EMPTY": _frame().iloc[:0],
+             "FRAME": _frame(), "CARD": card_dir / "rows.csv"}
+    kw = {k: value.get(v, v) if isinstance(v, str) else v for k, v in kw.items()}
+    kw = {k: swap[v.split(":")[0]] + ":" + v.split(":")[1] if isinstance(v, str) and v.split(":")[0] in swap else v
+          for k, v in kw.items()}
+    with pytest.raises(fb.FinbenchError, match=error) as caught:
+        explorer(n_tasks=N_TASKS, seeds=SEEDS, cache=False, **kw)
+    assert str(caught.value).startswith("explorer: ")  # the one message shape: where, what, what is allowed
+    assert isinstance(caught.value, fb.PolicyError) == ("rows" not in kw)  # a bad agent is a PolicyError
