@@ -13,7 +13,8 @@ exported by `finbench`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +31,20 @@ __all__ = ["ReportCard", "WorstPair", "card_of", "report_card"]
 GATE = headline.GATE
 FIGURE = "worst_twin_pair"
 """The stem of the worst twin pair's timeline (PNG and PDF) in the card's folder."""
+
+_ESCAPES = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_MARKUP = re.compile(r"([\\`*|<>$])")
+
+
+def _line(name: str) -> str:
+    """A name as one line of printable text: escape sequences dropped, controls and line breaks a space."""
+    text = _ESCAPES.sub("", name)
+    return " ".join("".join(ch if ch.isprintable() else " " if ch.isspace() else "" for ch in text).split())
+
+
+def _md(name: str) -> str:
+    """A name as Markdown text: one line (no heading, no table row of its own), `|` and markup escaped."""
+    return _MARKUP.sub(r"\\\1", _line(str(name)))
 
 
 @dataclass(frozen=True)
@@ -88,25 +103,26 @@ class ReportCard:
     def markdown(self) -> str:
         """report.md: the stamp, Table II beside the nine, Table III's row, the twin pairs, the checks,
         the worst twin pair."""
-        a, k = self.agent, self.run.k
+        a, k = _md(self.agent), self.run.k  # the agent's name as the user gave it, but never as markup
         t2 = headline.table2_markdown(self.table2)
-        t2["policy"] = [f"**{p}**" if p == a else p for p in t2["policy"]]
-        lines = [f"# Report card: {a}", "", *(f"- {key}: {value}" for key, value in self.stamp().items()), "",
-                 "## In one paragraph", "", self.headline(), "",
+        t2["policy"] = [f"**{a}**" if p == self.agent else _md(p) for p in t2["policy"]]
+        t3 = self.table3.assign(policy=self.table3["policy"].map(_md))
+        lines = [f"# Report card: {a}", "", *(f"- {key}: {_md(value)}" for key, value in self.stamp().items()), "",
+                 "## In one paragraph", "", self._headline(a), "",
                  f"## Table II: {a} beside the nine", "", t2.to_markdown(index=False), "",
                  f"Exact % and mean gap with 95% bootstrap intervals over units; pass^{k}: exact on all {k} seeds; "
                  "premature: an irreversible action before the outcome exists; gap - gate: the mean-gap "
                  "difference to the finality gate on a shared resample; violation and unscorable: the "
                  "effect-level grader's verdicts.", "",
-                 "## Table III: exact % by archetype", "", self.table3.to_markdown(index=False, floatfmt=".1f"), ""]
+                 "## Table III: exact % by archetype", "", t3.to_markdown(index=False, floatfmt=".1f"), ""]
         lines += ["## Twin pairs (Table IV)", ""]
         if self.table4 is None:
             lines += ["The corpus holds no twin pair (give more tasks).", ""]
         else:
             t4 = twins.table4_markdown(self.table4)
-            keep = t4["policy"].isin([a, GATE])
-            lines += [t4[keep].to_markdown(index=False), "", self._twin_line(), ""]
-        lines += ["## Effect checks it fails most", "", self._checks_markdown(), ""]
+            t4 = t4[t4["policy"].isin([self.agent, GATE])]
+            lines += [t4.assign(policy=t4["policy"].map(_md)).to_markdown(index=False), "", self._twin_line(a), ""]
+        lines += ["## Effect checks it fails most", "", self._checks_markdown(a), ""]
         lines += ["## Its worst twin pair", ""]
         w = self.worst
         if w is None:
@@ -120,7 +136,10 @@ class ReportCard:
 
     def headline(self) -> str:
         """One sentence: the agent's accuracy, money, effect violations and difference to the gate."""
-        r, a = self.row(), self.agent
+        return self._headline(_line(self.agent))
+
+    def _headline(self, a: str) -> str:
+        r = self.row()
         text = (f"{a}: exact {r.exact_pct:.1f}% [{r.exact_lo:.1f}, {r.exact_hi:.1f}], mean gap "
                 f"${r.mean_gap:.2f} [{r.gap_lo:.2f}, {r.gap_hi:.2f}], premature {r.premature_pct:.1f}%, "
                 f"effect violations {r.violation_pct:.1f}% of episodes (unscorable {r.unscorable_pct:.1f}%)")
@@ -130,30 +149,30 @@ class ReportCard:
                      f"{g.violation_pct:.1f}%) {r.diff_to_gate:+.2f} [{r.diff_lo:+.2f}, {r.diff_hi:+.2f}]")
         return text + "."
 
-    def _twin_line(self) -> str:
+    def _twin_line(self, a: str) -> str:
         t = self.table4.set_index("policy")
         r = t.loc[self.agent]
-        return (f"{self.agent}'s paired loss ${r.paired_loss:.2f} [{r.paired_lo:.2f}, {r.paired_hi:.2f}] over "
+        return (f"{a}'s paired loss ${r.paired_loss:.2f} [{r.paired_lo:.2f}, {r.paired_hi:.2f}] over "
                 f"{int(r.n_pairs)} twin pairs (the gate's ${t.loc[GATE, 'paired_loss']:.2f}); rank "
                 f"{int(r.rank_paired)} of {len(t)} by paired loss, {int(r.rank_exact)} by exact %.")
 
-    def _checks_markdown(self) -> str:
-        shown = self.checks.rename(columns={"fail_pct": f"{self.agent} fail %", "unknown_pct": f"{self.agent} "
-                                            "unknown %", "gate_fail_pct": "gate fail %"})
+    def _checks_markdown(self, a: str) -> str:
+        shown = self.checks.rename(columns={"fail_pct": f"{a} fail %", "unknown_pct": f"{a} unknown %",
+                                            "gate_fail_pct": "gate fail %"})
         return shown.to_markdown(index=False, floatfmt=".1f")
 
     def summary(self) -> str:
         """The one-screen summary the command prints."""
         t2, a, k, run = self.table2, self.agent, self.run.k, self.run
-        head = (f"{a} beside the nine: {len(run.corpus)} tasks x {len(run.seeds)} seeds, {run.episodes:,} episodes "
-                f"(corpus {run.corpus.fingerprint}, profile {run.profile.name}, costs "
+        head = (f"{_line(a)} beside the nine: {len(run.corpus)} tasks x {len(run.seeds)} seeds, {run.episodes:,} "
+                f"episodes (corpus {run.corpus.fingerprint}, profile {run.profile.name}, costs "
                 f"{self.stamp()['costs']}" + ("" if run.probe.is_full else f", probe {run.probe.name}") + ")")
         cols = {"exact_pct": "exact %", "mean_gap": "mean gap $", f"pass{k}_pct": f"pass^{k} %",
                 "premature_pct": "premature %", "violation_pct": "violation %", "unscorable_pct": "unscorable %",
                 "diff_to_gate": "gap - gate $"}
         keep = [c for c in cols if c in t2.columns]
         cells = [["policy", *(cols[c] for c in keep)]]
-        cells += [[("> " if r.policy == a else "  ") + r.policy, *(f"{getattr(r, c):.1f}" for c in keep)]
+        cells += [[("> " if r.policy == a else "  ") + _line(r.policy), *(f"{getattr(r, c):.1f}" for c in keep)]
                   for r in t2.itertuples(index=False)]
         widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
         table = "\n".join("  ".join([row[0].ljust(widths[0]), *(x.rjust(w) for x, w in zip(row[1:], widths[1:]))])
@@ -161,7 +180,7 @@ class ReportCard:
         lines = [head, "", table, "",
                  self.headline()]
         if self.table4 is not None:
-            lines.append(self._twin_line())
+            lines.append(self._twin_line(_line(a)))
         verdicts = self.own_rows["verdict"].value_counts(normalize=True)
         lines.append("effect verdicts: " + ", ".join(f"{v} {100 * verdicts.get(v, 0.0):.1f}%"
                                                      for v in ("pass", "violation", "unscorable")))
@@ -182,7 +201,7 @@ class ReportCard:
         paths = []
         if self.worst is not None:
             paths += publish(self.figure(), FIGURE, self.run, to=out,
-                             caption_extra=f"{self.agent} (left) and {GATE} (right), seed {self.worst.seed}")
+                             caption_extra=f"{_drawn(self.agent)} (left) and {GATE} (right), seed {self.worst.seed}")
         header = "".join(f"# {' '.join(f'{k}: {v}'.splitlines())}\n" for k, v in self.stamp().items())
         body = self.own_rows.to_csv(index=False, lineterminator="\n", float_format="%.10g")
         paths.insert(0, atomic_write(out / "rows.csv", header + body))
@@ -197,10 +216,16 @@ class ReportCard:
         if w is None:
             raise FinbenchError("ReportCard.figure: the corpus holds no twin pair")
         ref = next(r for r in self.run.policies if r.label == self.agent)
+        ref = replace(ref, label=_drawn(ref.label))  # the label is only drawn
         gate = next(r for r in self.run.policies if r.label == GATE)
         c, run = self.run.corpus, self.run
         return timeline_figure((c[w.settle], c[w.fail]), policies=(ref, gate), seed=w.seed, profile=run.profile,
                                costs=run.costs, probe=run.probe)
+
+
+def _drawn(name: str) -> str:
+    """A name as matplotlib text: one printable line, a `$` not the start of mathtext."""
+    return _line(name).replace("$", r"\$")
 
 
 def _checks(rows: pd.DataFrame, agent: str) -> pd.DataFrame:

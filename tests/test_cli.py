@@ -126,3 +126,49 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path):
     out = subprocess.run([sys.executable, "-m", "finbench", "grade", str(fifo), "--order", "A", "--amount", "50"],
                          capture_output=True, text=True, timeout=30, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 66 and "not a regular file" in out.stderr
+
+
+VOID = ('{"kind": "log_meta", "complete": true}\n'
+        '{"seq": 1, "t": 1, "kind": "authorize", "order": "A", "amount": 50}\n'
+        '{"seq": 2, "t": 2, "kind": "effect", "op": "void", "order": "A", "amount": 50, "key": "K", "receipt": "R1", '
+        '"new_effect": true}\n')
+
+
+@pytest.mark.parametrize("trace, args, code, says", [
+    ("trace_a.jsonl", ["--op", "refnd"], 64,
+     "finbench grade: --op must be an operation a record of the trace names or one of the trace schema's (capture, "
+     "refund, ship), got 'refnd'; the trace names refund"),
+    ("void", ["--op", "viod"], 64,
+     "finbench grade: --op must be an operation a record of the trace names or one of the trace schema's (capture, "
+     "refund, ship), got 'viod'; the trace names void"),
+    ("trace_a.jsonl", ["--op", "ship"], 1, "verdict: violation"),  # one of the schema's: graded
+    ("void", ["--op", "void"], 0, "verdict: pass"),  # one the trace names: graded
+    ("trace_a.jsonl", ["--amount", "-50"], 64,
+     "finbench grade: error: argument --amount: must be an amount in [0, 1e+15], got '-50'"),
+    ("trace_a.jsonl", ["--amount=-0.01"], 64,
+     "finbench grade: error: argument --amount: must be an amount in [0, 1e+15], got '-0.01'"),
+    ("trace_a.jsonl", ["--amount", "1e16"], 64,
+     "finbench grade: error: argument --amount: must be an amount in [0, 1e+15], got '1e16'"),
+], ids=["op-typo", "op-typo-of-the-trace", "op-of-the-schema", "op-of-the-trace", "negative-amount",
+        "negative-cents", "amount-too-large"])
+def test_grade_doors(trace, args, code, says, tmp_path: Path) -> None:
+    path = TRACES / trace
+    if trace == "void":
+        path = tmp_path / "void.jsonl"
+        path.write_text(VOID)
+    proc = run("grade", path, "--order", "A", "--amount", "50", *args)
+    assert proc.returncode == code, proc.stderr
+    if code == 64:
+        assert proc.stdout == "" and proc.stderr.splitlines()[-1] == says, proc.stderr
+    else:
+        assert proc.stdout.splitlines()[-1].startswith(says), proc.stdout
+
+
+def test_grade_prints_no_control_bytes(tmp_path: Path) -> None:
+    """An order id the trace carries cannot move the terminal: reasons are printed without control bytes."""
+    path = tmp_path / "ansi.jsonl"
+    path.write_text(VOID.replace('"order": "A", "amount": 50, "key"',
+                                 '"order": "B\\u001b[2J\\u009b31m", "amount": 50, "key"'))
+    proc = run("grade", path, "--order", "A\x1b[31m", "--amount", "50", "--op", "void")
+    assert proc.returncode == 1, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x9b" not in proc.stdout, proc.stdout

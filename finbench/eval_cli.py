@@ -1,0 +1,354 @@
+"""``python -m finbench eval AGENT``: a user's agent beside SPEC's nine, and its report card (`finbench.card`).
+
+Its options and exit codes are `finbench.cli`'s; AGENT is loaded as every door loads one
+(`finbench.agents.loading`). What it cannot use is refused in one line, before the first episode when that
+can be known, and nothing the agent names or raises reaches the terminal with a control byte (`plain`).
+
+The agent is played through `Guarded`, a factory the command wraps around its policy: in whichever process
+plays an episode (this one, or a joblib worker) it gives the episode a wall-clock limit (SIGALRM), and turns a
+``sys.exit`` or bare `BaseException` of the agent's into an `Exception`, so it ends the run as any error does;
+a Ctrl-C still interrupts. Importing this module loads no simulator nor pandas.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import signal
+import sys
+import threading
+import traceback
+import types
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+from finbench.errors import PolicyError, show
+
+__all__ = ["AgentExit", "AgentTimeout", "Guarded", "cmd_eval", "plain"]
+
+# sysexits.h, shared with `grade` (finbench.cli)
+EXIT_USAGE = 64
+EXIT_DATAERR = 65
+EXIT_NOINPUT = 66
+EXIT_SOFTWARE = 70
+EXIT_CANTCREAT = 73
+
+TIMEOUT = 300.0
+"""The default limit of one episode, in seconds: far above any honest agent's (a language-model agent's 40
+calls at several seconds each fit), so only an agent that hangs meets it."""
+
+_ANSI = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+
+
+def plain(text: str, lines: bool = False) -> str:
+    """`text` as the terminal may show it: escape sequences and invisible characters (C0, C1, bidi marks)
+    dropped, a line break a space unless `lines`; an agent's name or message cannot move or clear the screen."""
+    text = _ANSI.sub("", text)
+    if text.isprintable():
+        return text
+    keep = "\n" if lines else ""
+    return "".join(ch if ch.isprintable() or ch in keep else " " if ch.isspace() else "" for ch in text)
+
+
+class _Refused(Exception):
+    """An agent that cannot be run: the exit code and the one line that says why."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def unwritable(path: Path) -> str:
+    """Why the card cannot go into the folder `path`, or '' (asked before the first episode, not after the run)."""
+    if os.path.lexists(path) and not path.is_dir():
+        return "it exists and is not a folder"
+    top = path
+    while not os.path.lexists(top) and top != top.parent:
+        top = top.parent
+    if not top.is_dir():
+        return f"{top} is not a folder"
+    try:
+        most = os.pathconf(top, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        most = 255
+    longest = max(len(os.fsencode(part)) for part in path.parts)
+    if longest > most:
+        return f"a name in it is longer than a file name may be ({longest} bytes, at most {most})"
+    if not os.access(top, os.W_OK | os.X_OK):  # root passes, but not on a read-only file system
+        return f"{top} is not writable"
+    return ""
+
+
+# --- the command -------------------------------------------------------------------------------------------------
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    with _alarm_restored():
+        try:
+            return _eval(args)
+        except _Refused as r:
+            print(f"finbench eval: {plain(str(r))}", file=sys.stderr)
+            return r.code
+
+
+def _eval(args: argparse.Namespace) -> int:
+    ref, files = _agent_ref(args.agent, args.episode_timeout)
+    out = args.out if args.out is not None else _default_out(ref.label)
+    from finbench.agents.registry import DEFAULT_POLICIES  # lazy: `grade` loads no simulator nor pandas
+    from finbench.card import card_of  # lazy: as above
+    from finbench.running.episode import run_episode  # lazy: as above
+    from finbench.running.run import Run  # lazy: as above
+
+    run = Run.make(n_tasks=args.n_tasks, seeds=tuple(range(args.seeds)), profile=args.profile, costs=args.costs,
+                   probe=args.probe, policies=[*DEFAULT_POLICIES, ref], n_jobs=args.n_jobs, cache=args.cache,
+                   progress=True)
+    task, seed = run.corpus.tasks[0], run.seeds[0]
+    try:
+        # one episode here first: an agent that fails at once is named with its own line of code
+        run_episode(task, ref, seed, run.profile, run.costs, run.probe)
+    except (Exception, SystemExit, _Overtime) as exc:  # noqa: BLE001 - whatever the agent raises, as one line
+        episode = "" if isinstance(exc, (AgentTimeout, _Overtime)) else f" (task {task.task_id}, seed {seed})"
+        raise _Refused(EXIT_SOFTWARE, _raised(exc, ref.label, files) + episode) from None
+    _disarm()
+    try:
+        rows = run.evaluate()
+    except (Exception, SystemExit, _Overtime) as exc:  # noqa: BLE001 - as above, maybe from a worker process
+        raise _Refused(EXIT_SOFTWARE, _raised(exc, ref.label, files)) from None
+    card = card_of(run, ref.label, rows)
+    try:
+        paths = card.write(out)
+    except OSError as exc:  # a full disk, a file system gone read-only: not the agent's, nor a bug
+        raise _Refused(EXIT_CANTCREAT, f"cannot write the card into {out}: {exc.strerror or exc}") from None
+    print(plain(card.summary(), lines=True))
+    print(plain(f"report card: {', '.join(str(p) for p in paths if p.suffix != '.pdf')}"))
+    return 0
+
+
+def _default_out(label: str) -> Path:
+    """build/eval/<name>/, refused (64) when the name cannot be a folder's or the folder cannot be written."""
+    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label).strip(".") or "agent"
+    out = Path("build") / "eval" / slug
+    size = len(os.fsencode(slug))
+    if size > 255:
+        raise _Refused(EXIT_USAGE, f"the agent's name {show(label)} is {size} bytes, too long for the folder "
+                                   "build/eval/<name>/ the card goes to by default (at most 255); give --out DIR")
+    why = unwritable(out)
+    if why:
+        raise _Refused(EXIT_USAGE, f"cannot write the card into {out}: {why}; give --out DIR")
+    return out
+
+
+def _agent_ref(spec: str, limit: float | None):
+    """The guarded `PolicyRef` of AGENT, and the files its code came from; `_Refused` when it cannot be run."""
+    from finbench.agents.loading import AgentLoadError, load_agent  # lazy: `grade` loads no simulator
+    from finbench.agents.registry import DEFAULT_POLICIES, as_ref  # lazy: as above
+
+    try:
+        agent = load_agent(spec, "finbench eval")  # nothing of the agent's is called yet but its import
+    except AgentLoadError as exc:
+        raise _Refused({"usage": EXIT_USAGE, "missing": EXIT_NOINPUT}.get(exc.kind, EXIT_DATAERR), exc.reason
+                       ) from None
+    obj, what, files = agent.obj, agent.what, agent.files
+    guard = Guarded(None, limit, files)
+    _arm(limit)
+    try:
+        ref = guard.run(as_ref, obj)  # makes one policy now (a class or factory is called once)
+    except PolicyError as exc:
+        raise _Refused(EXIT_DATAERR, f"{what}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the agent's own constructor raised, exited or hung
+        raise _Refused(EXIT_SOFTWARE, f"{_raised(exc, what, files)} while being made") from None
+    finally:
+        _disarm()
+    reads = " ".join(plain(ref.label).split())  # as the card and the terminal show it
+    if reads in DEFAULT_POLICIES or not reads:
+        seen = ref.label != reads and (f", which reads as {reads!r}" if reads else ", which reads as nothing")
+        raise _Refused(EXIT_DATAERR, f"{what} is labelled {ref.label!r}{seen or ''}" + (
+            ", one of the nine it is compared with; give it another name" if reads else "; give it a name")
+            + " (its `name` attribute)")
+    played = {"factory": dataclasses.replace(guard, factory=ref.factory)}
+    if getattr(ref, "source", False) is None:
+        played["source"] = ref.factory  # its cache identity is the agent's code, not the guard's
+    return dataclasses.replace(ref, **played), files
+
+
+def _line(exc: BaseException, files) -> str:
+    """' (line N, in f)': the last line of the agent's files that `exc` passed through, or ''."""
+    mine = [f for f in traceback.extract_tb(exc.__traceback__)
+            if f.filename in files or (f.filename[:1] != "<" and str(Path(f.filename).resolve()) in files)]
+    return f" (line {mine[-1].lineno}, in {mine[-1].name})" if mine else ""
+
+
+def _did(exc: BaseException, files) -> str:
+    """What the agent did: 'called sys.exit(0) (line N, in act)' or 'raised Type: message (line N, in act)'."""
+    from finbench.agents.loading import cause as _cause  # lazy: `grade` loads no simulator
+
+    cause = _cause(exc, files)
+    return cause.removeprefix("it ") if isinstance(exc, SystemExit) else f"raised {cause}"
+
+
+def _raised(exc: BaseException, label: str, files) -> str:
+    """What the agent raised and where: its exception, play()'s note (policy, step, tick), its own line."""
+    notes = [n for n in getattr(exc, "__notes__", ()) if n.startswith("raised by policy")]
+    if isinstance(exc, PolicyError) and not notes:  # a bad answer: the message names the policy and the step
+        return f"the agent {label!r} broke the policy contract: {' '.join(str(exc).split())}"
+    did = str(exc) if isinstance(exc, (AgentExit, AgentTimeout, _Overtime)) else _did(exc, files)
+    return f"the agent {label!r} {did}" + (f"; {notes[-1]}" if notes else "")
+
+
+# --- the guard: a limit per episode, and no way out but an Exception -------------------------------------------
+
+class AgentExit(RuntimeError):
+    """What the agent raised that is not an `Exception` (SystemExit, a `BaseException` of its own), as one:
+    the message says what it did and where. `play` notes the step, and the run ends as for any error."""
+
+
+class AgentTimeout(RuntimeError):
+    """The agent ran over the limit of one episode (``--episode-timeout``); the message names the episode."""
+
+
+class _Overtime(BaseException):
+    """The alarm, raised in the agent's code: no `Exception`, so its ``except Exception`` does not stop it."""
+
+
+# this process's alarm: `inside` while the agent's code runs, `overdue` once the episode's limit has passed
+_CLOCK = types.SimpleNamespace(inside=False, overdue=False, late="")
+
+
+def _on_alarm(signum, frame) -> None:
+    _CLOCK.overdue = True
+    if _CLOCK.inside:  # elsewhere (the engine mid-step) nothing is interrupted: the agent's next call raises
+        signal.setitimer(signal.ITIMER_REAL, 1.0)  # again in a second, should the agent swallow this one
+        raise _Overtime(_CLOCK.late)
+
+
+def _arm(limit: float | None) -> None:
+    """Start the clock of one episode (or of making the policy) in this process."""
+    _CLOCK.overdue, _CLOCK.late = False, f"ran over the limit of {limit or 0:g} s per episode (--episode-timeout)"
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return  # a signal reaches the main thread only: under a thread backend the episode has no limit
+    if signal.getsignal(signal.SIGALRM) is not _on_alarm:
+        signal.signal(signal.SIGALRM, _on_alarm)
+        import multiprocessing.util  # once per process
+
+        if multiprocessing.parent_process() is not None:  # a worker
+            multiprocessing.util.Finalize(None, _leave, exitpriority=-100)  # the last one before threads are joined
+    signal.setitimer(signal.ITIMER_REAL, limit or 0)
+
+
+def _disarm() -> None:
+    if hasattr(signal, "setitimer") and signal.getsignal(signal.SIGALRM) is _on_alarm:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    _CLOCK.overdue = False
+
+
+@contextmanager
+def _alarm_restored():
+    """The command's own process: SIGALRM's handler and timer as they were, once the command returns."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler, (delay, interval) = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, handler if handler is not None else signal.SIG_DFL)
+        if delay:
+            signal.setitimer(signal.ITIMER_REAL, delay, interval)  # an outer timer goes on (late by this run)
+
+
+def _leave() -> None:
+    """A worker's exit: a thread the agent started and never ended (not a daemon) would keep the worker, and so
+    the command waiting for it, alive once its work is done; the worker leaves without joining it."""
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _episode(depth: int) -> str:
+    """' on task T, seed S': the episode being played, from the stack above the caller's `depth`-th caller (the
+    runner's task and seed, or play()'s environment); '' outside one."""
+    frame = sys._getframe(depth + 1)
+    while frame is not None and frame.f_code is not _eval.__code__:  # not past the command itself
+        names = frame.f_locals
+        task, seed = names.get("task"), names.get("seed")
+        if task is None or seed is None:
+            env = names.get("env")
+            task, seed = getattr(env, "task", None), getattr(env, "seed", None)
+        if isinstance(getattr(task, "task_id", None), str) and type(seed) is int:
+            return f" on task {task.task_id}, seed {seed}"
+        frame = frame.f_back
+    return ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Guarded:
+    """The user's `factory` under the guard: each policy it makes starts an episode's clock of `limit` seconds
+    (None: no limit); `files` are the agent's, to name its line of code."""
+
+    factory: Callable[[], Any] | None
+    limit: float | None
+    files: frozenset = frozenset()
+
+    def __call__(self):
+        _arm(self.limit)
+        return _Played(self.run(self.factory), self)
+
+    def run(self, method, *args):
+        """`method(*args)` as the agent's own code: under the clock, and raising nothing but an `Exception`."""
+        clock = _CLOCK
+        try:
+            clock.inside = True
+            if clock.overdue:
+                raise _Overtime
+            return method(*args)
+        except (Exception, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the clock, sys.exit, or a BaseException of the agent's own
+            raise self.stopped(exc) from None
+        finally:
+            clock.inside = False
+
+    def stopped(self, exc: BaseException) -> RuntimeError:
+        """The `Exception` that ends the run for `exc`, a `BaseException` the agent's code let out."""
+        if isinstance(exc, _Overtime):
+            _CLOCK.inside = False
+            _disarm()
+            return AgentTimeout(_CLOCK.late + _episode(2) + _line(exc, self.files))
+        return AgentExit(_did(exc, self.files))
+
+
+class _Played:
+    """The user's policy as played: begin and act run under its `Guarded`; any other attribute is its own."""
+
+    def __init__(self, policy, guard: Guarded):
+        self._policy, self._guard = policy, guard
+
+    @property
+    def name(self) -> str:
+        own = getattr(self._policy, "name", None)  # as play() names a policy
+        return own if isinstance(own, str) else type(self._policy).__name__
+
+    def __getattr__(self, attr: str):
+        if attr in ("_policy", "_guard"):  # not set yet (a copy being made)
+            raise AttributeError(attr)
+        return getattr(self._policy, attr)
+
+    def begin(self, *args):
+        return self._guard.run(self._policy.begin, *args)
+
+    def act(self, observation):  # Guarded.run, inlined: this is every step of every episode
+        clock = _CLOCK
+        try:
+            clock.inside = True
+            if clock.overdue:
+                raise _Overtime
+            return self._policy.act(observation)
+        except (Exception, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - as in Guarded.run
+            raise self._guard.stopped(exc) from None
+        finally:
+            clock.inside = False
