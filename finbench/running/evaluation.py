@@ -294,14 +294,19 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     return out
 
 
+def _shown(label: str) -> str:
+    """A label as the terminal may print it: no control or escape characters (a user's name is theirs)."""
+    return "".join(ch if ch.isprintable() else "?" for ch in label)
+
+
 def note_uncached(refs, keys) -> None:
     """Say once which policies are played afresh, and how a user's policy is cached."""
-    mine = [r.label for r, k in zip(refs, keys) if k is None and not r.builtin and r.cache_id is None]
+    mine = [_shown(r.label) for r, k in zip(refs, keys) if k is None and not r.builtin and r.cache_id is None]
     if mine:
         print(f"note: playing {', '.join(mine)} afresh (not cached): a policy of your own is cached only when it "
               "declares a version, e.g. `cache_id = \"v1\"` on its class (bump it whenever what it plays changes)",
               file=sys.stderr)
-    odd = [r.label for r, k in zip(refs, keys) if k is None and r.cache_id is not None]
+    odd = [_shown(r.label) for r, k in zip(refs, keys) if k is None and r.cache_id is not None]
     if odd:
         print(f"note: playing {', '.join(odd)} afresh (not cached): it declares a cache_id, but its code or state "
               "cannot be read or hashed to check it", file=sys.stderr)

@@ -360,3 +360,11 @@ def test_eval_of_an_edited_installed_agent_gets_fresh_rows(tmp_path):
         rows.append(pd.read_csv(out / "rows.csv", comment="#"))
     assert not rows[0].equals(rows[1])  # the edit is played, not the first run's rows
     _same(rows[2], rows[0])
+
+
+def test_the_note_prints_no_control_bytes(capsys, tmp_path):
+    agent = type("Odd", (), {"name": "odd\x1b[2J\nname", "begin": lambda self, b: setattr(self, "o", b["order_id"]),
+                             "act": lambda self, obs: ("close", {"order_id": self.o})})
+    fb.evaluate(fb.make_corpus(n_tasks=N_TASKS), [agent], seeds=[0], cache=tmp_path)
+    err = capsys.readouterr().err
+    assert "note: playing odd?[2J?name afresh" in err and "\x1b" not in err
