@@ -7,7 +7,7 @@ export PYTHONPATH := $(CURDIR)
 export SOURCE_DATE_EPOCH := 0
 export MPLBACKEND := Agg
 
-.PHONY: all venv test reproduce check bench lab eval mutate clean
+.PHONY: all venv test reproduce reproduce-paper check bench lab eval mutate clean
 
 all: test
 
@@ -32,6 +32,10 @@ test: $(STAMP)
 # every notebook at full size: tables/ and figures/ regenerate byte-identically
 reproduce: $(STAMP)
 	$(PY) -m finbench.pipeline
+
+# the paper alone: the notebooks behind Tables II-VII, Figures 1-3, the 2x2, the cost sweep and the plan search
+reproduce-paper: $(STAMP)
+	$(PY) -m finbench.pipeline --paper
 
 # fails naming every table, figure or corpus file that differs from the committed one (after `make reproduce`)
 check: $(STAMP)

@@ -1,4 +1,8 @@
-"""Run the notebooks headless with papermill: `python -m finbench.pipeline [NAME ...]`.
+"""Run the notebooks headless with papermill: `python -m finbench.pipeline [NAME ... | --paper]`.
+
+`--paper` runs only the notebooks behind the paper's own tables and figures (`PAPER`:
+Tables II–VII, Figures 1–3, the 2x2, the cost sweep and the plan search), for a researcher
+who wants the paper alone; every notebook writes the same files either way.
 
 Executed copies go to `build/notebooks/` (build products, never committed);
 the notebooks write `tables/`, `figures/` and `data/` relative to the repo root.
@@ -32,7 +36,10 @@ OUTPUTS = ("tables", "figures", "data/corpus_public.jsonl", "data/corpus_regen.j
 """What the notebooks regenerate and the repository commits (data/cache and build/ are not committed; of the
 README, the claims report rewrites its "Does it reproduce?" block)."""
 EXIT_STALE, EXIT_USAGE, EXIT_NOINPUT, EXIT_UNAVAILABLE = 1, 64, 66, 69
-USAGE = "usage: python -m finbench.pipeline [NAME ...] | --check [ROOT]"
+USAGE = "usage: python -m finbench.pipeline [NAME ...] | --paper | --check [ROOT]"
+PAPER = ("00_corpus", "01_headline", "02_twins", "03_model_arm", "04_ablation", "05_tuning", "06_cost_sweep",
+         "07_plan_search")
+"""The notebooks behind the paper's own tables and figures (the rest go beyond it)."""
 _STATES = {"M": "differs from the committed file", "A": "is new (not committed)", "?": "is new (not committed)",
            "D": "is committed but was not regenerated", "R": "was renamed", "T": "changed type"}
 
@@ -134,12 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         except (FinbenchError, RuntimeError) as e:  # not a folder; not a checkout
             print(e, file=sys.stderr)
             return EXIT_NOINPUT
+    if names == ["--paper"]:
+        names = list(PAPER)
     have = notebooks()
     known = {p.stem for p in have} | {p.name for p in have}
     wrong = [n for n in names if n not in known]
     for n in wrong:  # every name is checked before any notebook runs
         if n.startswith("-"):
-            print(bad("pipeline", "an option", n, "--check [ROOT] or --help, first"), file=sys.stderr)
+            print(bad("pipeline", "an option", n, "--paper alone, --check [ROOT] or --help, first"), file=sys.stderr)
         else:
             print(bad("pipeline", "NAME", n, f"a notebook, one of {', '.join(p.stem for p in have)}"),
                   file=sys.stderr)

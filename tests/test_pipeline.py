@@ -76,8 +76,8 @@ def _pipeline(*args, **kw):
                                       r"got '01_headlin'"),
     (["01_headlin", "00_corpus"], 64, r"pipeline: NAME must be a notebook, .*got '01_headlin'"),
     ([""], 64, r"pipeline: NAME must be a notebook, .*got ''"),
-    (["--chek"], 64, r"pipeline: an option must be --check \[ROOT\] or --help, first, got '--chek'"),
-    (["00_corpus", "--check"], 64, r"pipeline: an option must be --check \[ROOT\] or --help, first, got '--check'"),
+    (["--chek"], 64, r"pipeline: an option must be --paper alone, --check \[ROOT\] or --help, first, got '--chek'"),
+    (["00_corpus", "--check"], 64, r"pipeline: an option must be --paper alone, --check \[ROOT\] or --help, first, got '--check'"),
     (["--check", "a", "b"], 64, r"pipeline --check: the arguments must be at most one folder \(ROOT\), "
                                 r"got \['a', 'b'\]"),
     (["--check", "/nonexistent"], 66, r"pipeline --check: ROOT must be an existing folder \(a checkout of the "
@@ -155,3 +155,12 @@ def test_a_failing_cell_still_raises_and_the_kernel_chatter_stays_quiet(tmp_path
         run_notebook(path, out_dir=tmp_path / "out", cwd=tmp_path)
     err = capfd.readouterr().err
     assert "IPKernelApp" not in err, err
+
+
+def test_paper_names_the_notebooks_behind_the_papers_tables():
+    from finbench.pipeline import PAPER, notebooks
+
+    stems = {p.stem for p in notebooks()}
+    assert set(PAPER) <= stems and "10_splits" not in PAPER and "99_claims" not in PAPER
+    out = _pipeline("--paper", "extra")
+    assert out.returncode == 64 and "--paper alone" in out.stderr

@@ -146,4 +146,9 @@ def batch_mode():
     try:
         yield
     finally:
+        # what the batch left alive (memos, rows) would be walked by the next collection, and
+        # every later one, to find nothing: the batch's own cycles (a user's policy may make
+        # some) are collected once, young, and the survivors frozen out of the collector's walks
+        gc.collect(0)
+        gc.freeze()
         gc.enable()
