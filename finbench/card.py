@@ -1,29 +1,33 @@
 """One agent's report card beside SPEC's nine: what `python -m finbench eval` computes and writes.
 
     card = report_card(Patient, n_tasks=30, seeds=range(2))   # or card_of(run, "patient") for any Run
-    card.write("build/eval/patient")    # report.md, rows.csv, worst_twin_pair.png (+ .pdf)
+    card.write("build/eval/patient")    # report.md, card.json, rows.csv, worst_twin_pair.png (+ .pdf)
     print(card.summary())               # the one-screen summary the command prints
 
-The card reads the experiment layer's own tables (Table II and III from
-`experiments.headline`, Table IV from `experiments.twins`), so its numbers are
-the notebooks' numbers for the same run. It sits at the top of the package
-because it imports the experiment layer, which `analysis` may not; it is not
-named `report_card` so that the module never shadows the function of that name
-exported by `finbench`.
+The card reads the experiment layer's own tables (Table II and III and the gap by archetype from
+`experiments.headline`, Table IV from `experiments.twins`, the split of `exactly_one_effect` from
+`experiments.effects`), so its numbers are the notebooks' numbers for the same run; what it adds (invalid
+calls, how cases ended, calls and ticks, pass^k for every k, its losses against the gate) is
+`analysis.card_tables`. `card.json` holds all of it (schema `finbench-card/1`, docs/card.md). It sits at
+the top of the package because it imports the experiment layer, which `analysis` may not; it is not named
+`report_card` so that the module never shadows the function of that name exported by `finbench`.
 """
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
+import finbench
 from finbench.agents.registry import DEFAULT_POLICIES, as_ref
+from finbench.analysis import card_tables as T
 from finbench.errors import FinbenchError, show
-from finbench.experiments import headline, twins
+from finbench.experiments import effects, headline, twins
 from finbench.files import atomic_write
-from finbench.grading import CHECKS
 from finbench.running.run import Run
 
 __all__ = ["ReportCard", "WorstPair", "card_of", "report_card"]
@@ -31,6 +35,8 @@ __all__ = ["ReportCard", "WorstPair", "card_of", "report_card"]
 GATE = headline.GATE
 FIGURE = "worst_twin_pair"
 """The stem of the worst twin pair's timeline (PNG and PDF) in the card's folder."""
+ENDS = {"ship": "ship", "refund": "refund", "write_off": "write off", "escalate": "escalate", "close": "close",
+        "budget_or_horizon": "budget or horizon"}
 
 _ESCAPES = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
 _MARKUP = re.compile(r"([\\`*|<>$])")
@@ -47,9 +53,15 @@ def _md(name: str) -> str:
     return _MARKUP.sub(r"\\\1", _line(str(name)))
 
 
+def _code(text: str) -> list[str]:
+    """A fenced code block holding `text` (a fence longer than any run of backticks in it)."""
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    return [fence + "sh", text, fence]
+
+
 @dataclass(frozen=True)
 class WorstPair:
-    """The twin pair (and seed) on which the agent lost the most over both halves."""
+    """The twin pair (and seed) on which the agent's paired loss most exceeds the gate's on the same pair."""
 
     unit: str
     seed: int
@@ -60,6 +72,12 @@ class WorstPair:
     settle_gap: float
     fail_gap: float
     gate_loss: float
+    gate_settle_gap: float = float("nan")
+    gate_fail_gap: float = float("nan")
+    excess: float = float("nan")
+    """`loss - gate_loss`: what the agent lost on this pair beyond the gate."""
+    draw: str = ""
+    """The shell line that draws this pair's timelines (the agent and the gate)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +92,11 @@ class ReportCard:
         table3: exact % by archetype, the agent's row and the gate's (Table III transposed).
         table4: Table IV over every policy, or None when the corpus has no twin pair.
         checks: per effect check, the agent's fail % and unknown % and the gate's fail %, most failed first.
-        worst: the worst twin pair, or None without twin pairs.
+        worst: the worst twin pair against the gate, or None without twin pairs.
+        gaps: mean gap $ by archetype: `archetype, episodes, agent, gate, diff` (`headline.table3_gap`).
+        effects: the effects table's rows of the agent and the gate (`effects.effects_table`).
+        facts: `card_tables.card_facts` (invalid calls, dispositions, usage, pass^k, examples, source).
+        meta: the stamp's entries beyond the run's: agent, package, commit (and task_ids).
     """
 
     agent: str
@@ -85,6 +107,10 @@ class ReportCard:
     table4: pd.DataFrame | None
     checks: pd.DataFrame
     worst: WorstPair | None
+    gaps: pd.DataFrame
+    effects: pd.DataFrame
+    facts: dict
+    meta: dict
 
     @property
     def own_rows(self) -> pd.DataFrame:
@@ -92,29 +118,60 @@ class ReportCard:
         return self.rows[self.rows["policy"] == self.agent].reset_index(drop=True)
 
     def stamp(self) -> dict:
-        """The run's stamp with the agent named."""
-        return self.run.stamp(agent=self.agent)
+        """The run's stamp with the agent, the package version and the commit named."""
+        return self.run.stamp(**{**self.meta, "commit": self.meta.get("commit") or "none (not a git checkout)"})
 
     def row(self) -> pd.Series:
         """The agent's Table II row."""
         return self.table2.set_index("policy").loc[self.agent]
 
     # --- rendering ---------------------------------------------------------------------
+    def warnings(self, md: bool = False) -> list[str]:
+        """What heads the card: invalid calls (or calls naming another order) above `INVALID_WARN_PCT`."""
+        f, q = self.facts["invalid_calls"], (_md if md else _line)
+        out = []
+        if f["warn"]:
+            top = "; ".join(f"\"{q(m['message'])}\" {m['count']:,}" for m in f["messages"][:3])
+            out.append(f"Invalid calls: {f['invalid']:,} of its {f['calls']:,} calls ({f['invalid_pct']:.1f}%), in "
+                       f"{f['episodes_with_invalid']:,} of {f['episodes']:,} episodes; each was answered with an "
+                       f"error and still cost a call of the budget and a tick. Most frequent: {top}.")
+        if f["warn_other_order"]:
+            out.append(f"Calls naming another order than the case's: {f['other_order']:,} of {f['calls']:,} "
+                       f"({f['other_order_pct']:.1f}%): the customer's other order, or an id that is no order "
+                       "(an error); the rows do not say which.")
+        return out
+
     def markdown(self) -> str:
-        """report.md: the stamp, Table II beside the nine, Table III's row, the twin pairs, the checks,
-        the worst twin pair."""
-        a, k = _md(self.agent), self.run.k  # the agent's name as the user gave it, but never as markup
+        """report.md: warnings, the stamp, Table II beside the nine, how cases ended, calls and ticks, invalid
+        calls, the archetypes, pass^k, the twin pairs, the checks, the worst pair and episodes against the gate."""
+        a, k, f = _md(self.agent), self.run.k, self.facts  # the agent's name as the user gave it, never as markup
         t2 = headline.table2_markdown(self.table2)
         t2["policy"] = [f"**{a}**" if p == self.agent else _md(p) for p in t2["policy"]]
         t3 = self.table3.assign(policy=self.table3["policy"].map(_md))
-        lines = [f"# Report card: {a}", "", *(f"- {key}: {_md(value)}" for key, value in self.stamp().items()), "",
-                 "## In one paragraph", "", self._headline(a), "",
-                 f"## Table II: {a} beside the nine", "", t2.to_markdown(index=False), "",
-                 f"Exact % and mean gap with 95% bootstrap intervals over units; pass^{k}: exact on all {k} seeds; "
-                 "premature: an irreversible action before the outcome exists; gap - gate: the mean-gap "
-                 "difference to the finality gate on a shared resample; violation and unscorable: the "
-                 "effect-level grader's verdicts.", "",
-                 "## Table III: exact % by archetype", "", t3.to_markdown(index=False, floatfmt=".1f"), ""]
+        lines = [f"# Report card: {a}", ""]
+        lines += [line for w in self.warnings(md=True) for line in (f"> **Warning.** {w}", "")]
+        lines += [*(f"- {key}: {_md(value)}" for key, value in self.stamp().items()),
+                  f"- its episodes: {_md(f['source']['text'])}", "",
+                  "## In one paragraph", "", self._headline(a), "",
+                  f"## Table II: {a} beside the nine", "", t2.to_markdown(index=False), "",
+                  f"Exact % and mean gap with 95% bootstrap intervals over units; pass^{k}: exact on all {k} seeds; "
+                  "premature: an irreversible action before the outcome exists; gap - gate: the mean-gap "
+                  "difference to the finality gate on a shared resample; violation and unscorable: the "
+                  "effect-level grader's verdicts.", ""]
+        lines += ["## How its cases ended", "", self._ends().to_markdown(index=False, floatfmt=".1f"), "",
+                  "Budget or horizon: closed without a disposition of its own when the call budget "
+                  f"({self.run.costs.step_budget} calls) ran out or the clock reached the horizon. "
+                  + "E" + self._fees()[1:], ""]
+        lines += ["## Calls and ticks used", "", self._usage().to_markdown(index=False, floatfmt=".1f"), "",
+                  "Per episode; ticks from the hand-over to the case's end.", ""]
+        lines += ["## Invalid calls", "", *self._invalid_md(), ""]
+        lines += ["## By archetype", "", "Exact %:", "", t3.to_markdown(index=False, floatfmt=".1f"), "",
+                  "Mean gap $ (diff: the agent's minus the gate's):", "",
+                  self.gaps.rename(columns={"agent": a, "gate": GATE}).to_markdown(index=False, floatfmt=".2f"), ""]
+        lines += [f"## pass^k for k = 1..{len(self.run.seeds)}", "",
+                  pd.DataFrame(f["pass_k"]).astype({"k": str}).rename(columns={"agent": f"{a} %", "gate": f"{GATE} %"})
+                  .to_markdown(index=False, floatfmt=".1f", colalign=("right", "right", "right")), "",
+                  "pass^k: the chance that k seeds drawn from a task's are all exact, averaged over tasks.", ""]
         lines += ["## Twin pairs (Table IV)", ""]
         if self.table4 is None:
             lines += ["The corpus holds no twin pair (give more tasks).", ""]
@@ -122,17 +179,79 @@ class ReportCard:
             t4 = twins.table4_markdown(self.table4)
             t4 = t4[t4["policy"].isin([self.agent, GATE])]
             lines += [t4.assign(policy=t4["policy"].map(_md)).to_markdown(index=False), "", self._twin_line(a), ""]
-        lines += ["## Effect checks it fails most", "", self._checks_markdown(a), ""]
-        lines += ["## Its worst twin pair", ""]
+        lines += ["## Effect checks it fails most", "", self._checks_markdown(a), "", *self._effects_md(a), ""]
+        lines += ["## Its worst twin pair against the gate", ""]
         w = self.worst
         if w is None:
             lines += ["No twin pair in the corpus.", ""]
         else:
-            lines += [f"{w.unit} (tasks {w.settle} settling, {w.fail} failing), seed {w.seed}: paired loss "
-                      f"${w.loss:.2f} (settle half ${w.settle_gap:.2f}, fail half ${w.fail_gap:.2f}); the gate "
-                      f"loses ${w.gate_loss:.2f} on the same pair. Left: {a}; right: the gate; top: the "
-                      "capture settles; bottom: it fails.", "", f"![worst twin pair]({FIGURE}.png)", ""]
+            lines += [f"{w.unit} (tasks {w.settle} settling, {w.fail} failing), seed {w.seed}: the largest paired "
+                      f"loss beyond the gate's on the same pair. Paired loss ${w.loss:.2f} (settle half "
+                      f"${w.settle_gap:.2f}, fail half ${w.fail_gap:.2f}); the gate's ${w.gate_loss:.2f} (settle "
+                      f"${w.gate_settle_gap:.2f}, fail ${w.gate_fail_gap:.2f}): {w.excess:+.2f} against the gate. "
+                      f"Left: {a}; right: the gate; top: the capture settles; bottom: it fails.", "",
+                      f"![worst twin pair]({FIGURE}.png)", "", *_code(w.draw), ""]
+        lines += ["## Where it loses most against the gate", "", *self._examples_md(a)]
         return "\n".join(lines)
+
+    def _ends(self) -> pd.DataFrame:
+        d = self.facts["dispositions"]
+        return pd.DataFrame([{"ended by": label, f"{_md(self.agent)} %": d["agent"][key]["pct"],
+                              f"{GATE} %": d["gate"][key]["pct"]} for key, label in ENDS.items()])
+
+    def _fees(self) -> str:
+        d = self.facts["dispositions"]
+        a, g = d["agent"]["escalation_fees"], d["gate"]["escalation_fees"]
+        return (f"escalation fees paid: ${a['total']:,.2f} over {a['episodes']:,} escalated episodes "
+                f"(${a['per_episode']:.2f} per episode); the gate's ${g['total']:,.2f} over {g['episodes']:,} "
+                f"(${g['per_episode']:.2f}).")
+
+    def _usage(self) -> pd.DataFrame:
+        u = self.facts["usage"]
+        return pd.DataFrame([{"": f"{what} ({who})", **{k: u[key][what][k] for k in ("mean", "p10", "median",
+                                                                                   "p90", "max")}}
+                             for what in ("calls", "ticks") for key, who in (("agent", _md(self.agent)),
+                                                                             ("gate", GATE))])
+
+    def _invalid_md(self) -> list[str]:
+        f = self.facts["invalid_calls"]
+        out = [f"{f['invalid']:,} of its {f['calls']:,} calls ({f['invalid_pct']:.1f}%) were invalid, in "
+               f"{f['episodes_with_invalid']:,} of {f['episodes']:,} episodes; {f['other_order']:,} "
+               f"({f['other_order_pct']:.1f}%) named another order than the case's (the customer's other order "
+               "or an id that is no order: the rows do not say which). Counted from the rows' `calls` "
+               "(docs/card.md says what that rendering cannot tell apart)."]
+        if f["messages"]:
+            out += ["", pd.DataFrame([{"message": _md(m["message"]) + ("" if m["exact"] else " (paraphrased)"),
+                                       "calls": m["count"], "% of calls": m["pct_of_calls"]} for m in f["messages"]])
+                    .to_markdown(index=False, floatfmt=".1f")]
+        return out
+
+    def _effects_md(self, a: str) -> list[str]:
+        e = self.effects.set_index("policy")
+        cols = {"fail_exactly_one_effect_pct": "exactly_one_effect fails %", "captured_twice_pct": "captured twice %",
+                "zero_lost_pct": "never captured, payment lost %", "zero_recoverable_pct": "never captured, "
+                "recoverable %"}
+        t = e.loc[[self.agent, GATE], list(cols)].rename(columns=cols).rename(index={self.agent: a})
+        return ["exactly_one_effect, split:", "", t.reset_index().to_markdown(index=False, floatfmt=".1f"), "",
+                "A payment lost for good (the original capture and a replacement would both fail) is never "
+                "captured in any right play, so exactly_one_effect fails there for every policy, the oracle "
+                "included; read the check as captured twice plus never captured, not as double charging."]
+
+    def _examples_md(self, a: str) -> list[str]:
+        ex = self.facts["examples"]
+        if not ex:
+            return ["On no episode does it lose more than the gate (same task and seed).", ""]
+        out = [f"The {len(ex)} episodes (same task and seed) where its gap most exceeds the gate's; each command "
+               f"draws both timelines ({a} left, the gate right) into a PNG:", ""]
+        for i, e in enumerate(ex, 1):
+            out += [f"{i}. {e['task_id']} ({e['archetype']}), seed {e['seed']}: gap ${e['gap']:.2f} (ended by "
+                    f"{_end(e['ended'])}) against the gate's ${e['gate_gap']:.2f} ({_end(e['gate_ended'])}), "
+                    f"{e['loss_vs_gate']:+.2f}.", "", *_code(e["draw"]), ""]
+        what = {"AGENT": "AGENT with your policy (its class, factory or object)",
+                "CORPUS": "CORPUS with the run's corpus"}
+        if self.facts["placeholders"]:
+            out += [f"In the commands, replace {' and '.join(what[p] for p in self.facts['placeholders'])}.", ""]
+        return out
 
     def headline(self) -> str:
         """One sentence: the agent's accuracy, money, effect violations and difference to the gate."""
@@ -162,8 +281,8 @@ class ReportCard:
         return shown.to_markdown(index=False, floatfmt=".1f")
 
     def summary(self) -> str:
-        """The one-screen summary the command prints."""
-        t2, a, k, run = self.table2, self.agent, self.run.k, self.run
+        """The one-screen summary the command prints (warnings first, when there are any)."""
+        t2, a, k, run, f = self.table2, self.agent, self.run.k, self.run, self.facts
         head = (f"{_line(a)} beside the nine: {len(run.corpus)} tasks x {len(run.seeds)} seeds, {run.episodes:,} "
                 f"episodes (corpus {run.corpus.fingerprint}, profile {run.profile.name}, costs "
                 f"{self.stamp()['costs']}" + ("" if run.probe.is_full else f", probe {run.probe.name}") + ")")
@@ -177,8 +296,8 @@ class ReportCard:
         widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
         table = "\n".join("  ".join([row[0].ljust(widths[0]), *(x.rjust(w) for x, w in zip(row[1:], widths[1:]))])
                           for row in cells)
-        lines = [head, "", table, "",
-                 self.headline()]
+        lines = [*(f"WARNING: {w}" for w in self.warnings()), *([""] if self.warnings() else []),
+                 head, "", table, "", self.headline()]
         if self.table4 is not None:
             lines.append(self._twin_line(_line(a)))
         verdicts = self.own_rows["verdict"].value_counts(normalize=True)
@@ -187,13 +306,37 @@ class ReportCard:
         failing = self.checks[self.checks["fail_pct"] > 0]
         lines.append("checks failed most: " + (", ".join(f"{r.check} {r.fail_pct:.1f}% (gate {r.gate_fail_pct:.1f}%)"
                                                         for r in failing.head(3).itertuples()) or "none"))
+        e = self.effects.set_index("policy")
+        lines.append("exactly_one_effect: " + "; ".join(
+            f"{_line(p) if p == a else 'gate'} captured twice {e.loc[p, 'captured_twice_pct']:.1f}%, never captured "
+            f"{e.loc[p, 'captured_zero_pct']:.1f}% (payment lost for good {e.loc[p, 'zero_lost_pct']:.1f}%)"
+            for p in (a, GATE)))
+        inv, d = f["invalid_calls"], f["dispositions"]
+        lines.append(f"invalid calls: {inv['invalid']:,} of {inv['calls']:,} ({inv['invalid_pct']:.1f}%); ended: "
+                     + ", ".join(f"{label} {d['agent'][key]['pct']:.1f}%" for key, label in ENDS.items()
+                                 if d["agent"][key]["episodes"]) + "; " + self._fees())
+        u = f["usage"]["agent"]
+        lines.append(f"calls per episode: mean {u['calls']['mean']:.1f} (median {u['calls']['median']:.0f}, 90th "
+                     f"percentile {u['calls']['p90']:.0f}); ticks used: mean {u['ticks']['mean']:.1f} (median "
+                     f"{u['ticks']['median']:.0f}, 90th percentile {u['ticks']['p90']:.0f})")
+        lines.append("pass^k: " + ", ".join(f"k={p['k']} {p['agent']:.1f}% (gate {p['gate']:.1f}%)"
+                                            for p in f["pass_k"]))
         if self.worst is not None:
             w = self.worst
-            lines.append(f"worst twin pair: {w.unit} seed {w.seed}, paired loss ${w.loss:.2f} (gate ${w.gate_loss:.2f})")
+            lines.append(f"worst twin pair against the gate: {w.unit} seed {w.seed}, paired loss ${w.loss:.2f} (gate "
+                         f"${w.gate_loss:.2f}, {w.excess:+.2f})")
+        if f["examples"]:
+            lines.append("loses most against the gate: " + "; ".join(
+                f"{x['task_id']} seed {x['seed']} {x['loss_vs_gate']:+.2f}" for x in f["examples"]))
+        lines.append(f"its episodes: {f['source']['text']}")
         return "\n".join(lines)
 
+    def as_json(self) -> dict:
+        """card.json's content (docs/card.md): every number of report.md, none of its wording."""
+        return T.card_json(self)
+
     def write(self, out: str | Path) -> list[Path]:
-        """Write report.md, rows.csv and the worst twin pair's timeline into `out`; the paths written."""
+        """Write report.md, card.json, rows.csv and the worst twin pair's timeline into `out`; the paths written."""
         from finbench.analysis.publish import publish  # lazy: matplotlib loads only to draw
 
         out = Path(out)
@@ -205,6 +348,8 @@ class ReportCard:
         header = "".join(f"# {' '.join(f'{k}: {v}'.splitlines())}\n" for k, v in self.stamp().items())
         body = self.own_rows.to_csv(index=False, lineterminator="\n", float_format="%.10g")
         paths.insert(0, atomic_write(out / "rows.csv", header + body))
+        text = json.dumps(self.as_json(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+        paths.insert(0, atomic_write(out / "card.json", text))
         paths.insert(0, atomic_write(out / "report.md", self.markdown()))
         return paths
 
@@ -223,48 +368,40 @@ class ReportCard:
                                costs=run.costs, probe=run.probe)
 
 
+def _end(outcome: str) -> str:
+    return "the budget" if outcome == "budget" else "the horizon" if outcome == "horizon" else ENDS[outcome]
+
+
 def _drawn(name: str) -> str:
     """A name as matplotlib text: one printable line, a `$` not the start of mathtext."""
     return _line(name).replace("$", r"\$")
 
 
-def _checks(rows: pd.DataFrame, agent: str) -> pd.DataFrame:
-    """Per check: % of the agent's episodes failing it and unknown, % of the gate's failing; most failed first."""
-    mine, gate = rows[rows["policy"] == agent], rows[rows["policy"] == GATE]
-    out = pd.DataFrame({
-        "check": list(CHECKS),
-        "fail_pct": [100 * (mine[f"check_{c}"] == "fail").mean() for c in CHECKS],
-        "unknown_pct": [100 * (mine[f"check_{c}"] == "unknown").mean() for c in CHECKS],
-        "gate_fail_pct": [100 * (gate[f"check_{c}"] == "fail").mean() if len(gate) else float("nan")
-                          for c in CHECKS],
-    })
-    return out.sort_values(["fail_pct", "unknown_pct"], ascending=False, kind="mergesort").reset_index(drop=True)
+def _gaps(rows: pd.DataFrame, agent: str) -> pd.DataFrame:
+    """Mean gap $ by archetype, the agent's beside the gate's (`headline.table3_gap`), with the agent's episodes."""
+    t = headline.table3_gap(rows)[["archetype", agent, GATE]].rename(columns={agent: "agent", GATE: "gate"})
+    n = rows[rows["policy"] == agent].groupby("archetype").size()
+    return t.assign(episodes=t["archetype"].map(n).fillna(0).astype(int), diff=t["agent"] - t["gate"])[
+        ["archetype", "episodes", "agent", "gate", "diff"]]
 
 
-def _worst(rows: pd.DataFrame, agent: str) -> WorstPair | None:
-    """The (twin pair, seed) with the agent's largest mean gap over both halves; ties: corpus order, lower seed."""
-    tw = rows[rows["twin_side"].notna() & rows["policy"].isin([agent, GATE])]
-    if tw.empty:
-        return None
-    pairs = tw.pivot_table(index=["unit", "seed"], columns=["policy", "twin_side"], values="gap", aggfunc="first",
-                           sort=False)
-    mine = pairs[agent]
-    loss = (mine["settle"] + mine["fail"]) / 2
-    unit, seed = loss.idxmax()  # the first maximum: corpus order, then seed
-    ids = tw[(tw["unit"] == unit) & (tw["policy"] == agent) & (tw["seed"] == seed)].set_index("twin_side")["task_id"]
-    gate = pairs[GATE].loc[(unit, seed)] if GATE in pairs.columns.get_level_values(0) else None
-    return WorstPair(str(unit), int(seed), str(ids["settle"]), str(ids["fail"]), float(loss.max()),
-                     float(mine.loc[(unit, seed), "settle"]), float(mine.loc[(unit, seed), "fail"]),
-                     float("nan") if gate is None else float((gate["settle"] + gate["fail"]) / 2))
+def _meta(run: Run, agent: str) -> dict:
+    meta = {"agent": agent, "package": finbench.__version__, "commit": T.commit()}
+    ms = run.corpus.master_seed
+    if ms is None or T.corpus_expr(run.corpus) != f"fb.make_corpus({ms}, {len(run.corpus)})":
+        meta["task_ids"] = ",".join(t.task_id for t in run.corpus.tasks)  # not make_corpus(master_seed, tasks)
+    return meta
 
 
-def card_of(run: Run, agent: str, rows: pd.DataFrame | None = None) -> ReportCard:
+def card_of(run: Run, agent: str, rows: pd.DataFrame | None = None, spec: str | None = None) -> ReportCard:
     """The report card of the policy labelled `agent` in `run` (which must hold the finality gate).
 
     Args:
         run: the run; its policies include `agent` and the gate.
         agent: the agent's label.
         rows: the run's episode rows, if already evaluated (else `run.evaluate()`).
+        spec: how a command names the agent (PATH.py:NAME or module:NAME), for the commands that draw its
+            episodes; None: a built-in's label, else the placeholder AGENT.
     """
     labels = run.labels
     if agent not in labels or GATE not in labels:
@@ -273,7 +410,13 @@ def card_of(run: Run, agent: str, rows: pd.DataFrame | None = None) -> ReportCar
     t3 = headline.table3(rows).set_index("archetype")[[agent, GATE]].T
     t3 = t3.rename_axis(None, axis=1).rename_axis("policy").reset_index()
     t4 = twins.table4(rows, run) if rows["twin_side"].notna().any() else None
-    return ReportCard(agent, run, rows, headline.table2(rows, run), t3, t4, _checks(rows, agent), _worst(rows, agent))
+    facts = T.card_facts(rows, run, agent, GATE, spec)
+    worst = facts["worst_pair"]
+    eff = effects.effects_table(rows[rows["policy"].isin([agent, GATE])], run.corpus)
+    lost = rows[rows["policy"] == agent]["task_id"].map({t.task_id: effects.payment_lost(t) for t in run.corpus})
+    facts["lost_for_good_pct"] = 100 * float(lost.mean()) if len(lost) else math.nan
+    return ReportCard(agent, run, rows, headline.table2(rows, run), t3, t4, T.checks_table(rows, agent, GATE),
+                      None if worst is None else WorstPair(**worst), _gaps(rows, agent), eff, facts, _meta(run, agent))
 
 
 def report_card(agent, *, n_tasks: int = 321, seeds=range(5), n_jobs: int = 1, cache=True, progress: bool = False,

@@ -27,13 +27,15 @@ the first episode when it can be:
 
 ====  ==========================================================
 0     the card was written
-64    a bad option value or AGENT spelling; an ``--out`` that is not a folder the card can be written to (a
+64    a bad option value or AGENT spelling (a ``--task-ids`` id the public corpus does not hold is named);
+      an ``--out`` that is not a folder the card can be written to (a
       file, ``/dev/null``, a path under a file, a folder without write permission, a name longer than a file
       name may be); without ``--out``, an agent's name too long for the folder ``build/eval/<name>/``
 65    AGENT names nothing usable (``EX_DATAERR``): no such NAME, a file or module that does not import, not a
       policy (a class without ``begin``/``act``, a built-in function such as ``sys:exit``, a callable that
-      takes arguments or makes no policy), a name that reads as one of the nine's once controls and outer
-      spaces are dropped (``' finality_gate '``), or as nothing
+      takes arguments or makes no policy); AGENT is one of the nine's names (``finality_gate``), or a
+      policy whose name reads as one of the nine's once controls and outer spaces are dropped
+      (``' finality_gate '``), or as nothing
 66    the file or module does not exist
 70    the agent raised, called ``sys.exit`` or raised another `BaseException` (in its constructor, ``begin``
       or ``act``, in this process or a worker), or ran over ``--episode-timeout`` (its exception and the
@@ -160,7 +162,15 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 AGENT = "PATH.py:NAME or module:NAME"  # as finbench.agents.loading words it (not imported: it loads the simulator)
 POLICY = "a class with begin(brief) and act(observation), a factory of no arguments returning one, or such an object"
 _FAMILIES = ("delay", "duplicate", "loss", "reorder", "partial_commit", "stale_read")  # sim.constants.FAMILIES
-_PROFILE = f"default, none, only:FAMILIES or without:FAMILIES (comma-separated from {', '.join(_FAMILIES)})"
+_PROFILE = (f"default, none, only:FAMILIES or without:FAMILIES (comma-separated from {', '.join(_FAMILIES)}); all "
+            "is default's other name (every family), as stamps print it")
+N_TASKS = ("a corpus of N tasks generated from the public corpus's seed with its mix of archetypes scaled to N "
+           "(make_corpus(n_tasks=N)); only N=321 is the public corpus: for any other N these are not the public "
+           "corpus's first N tasks (ids from ord-0001 again, naming other tasks), so its numbers are not the "
+           "public corpus's; to run tasks of the public corpus, give --task-ids (default: 321)")
+TASK_IDS = ("run these tasks of the public corpus (321 tasks, make_corpus()) instead, comma-separated: a task "
+            "id (ord-0007) or a twin pair's order id (ord-0005: both halves, ord-0005:settle and ord-0005:fail; "
+            "a half alone is refused, as the card compares whole pairs); an id the corpus lacks exits 64")
 _PROBE = "full, none, delayed[:D], rate_limited[:N] or identity_only"
 
 
@@ -181,6 +191,30 @@ def _jobs(text: str) -> int:
         return _count(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"must be a positive integer or -1 (every core), got {show(text)}") from None
+
+
+def _task_ids(text: str) -> tuple[str, ...]:
+    from finbench.sim.corpus import corpus_for  # lazy: `grade` loads no simulator
+
+    tasks = corpus_for().tasks  # the public corpus
+    ids = {t.task_id: t for t in tasks}
+    units: dict[str, list[str]] = {}
+    for t in tasks:
+        units.setdefault(t.unit, []).append(t.task_id)
+    chosen: list[str] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if part not in ids and part not in units:
+            raise argparse.ArgumentTypeError(f"the public corpus has no task {show(part)} (its ids run from "
+                                             f"{tasks[0].unit} to ord-{len(units):04d}; a twin pair's halves are "
+                                             "ID:settle and ID:fail)")
+        chosen += [i for i in units.get(part, [part]) if i not in chosen]
+    half = next((i for i in chosen if any(j not in chosen for j in units[ids[i].unit])), None)
+    if half is not None:
+        raise argparse.ArgumentTypeError(f"{show(half)} is one half of the twin pair {ids[half].unit}: give "
+                                         f"{ids[half].unit} for both halves (the card compares whole pairs)")
+    if not chosen:
+        raise argparse.ArgumentTypeError(f"must name at least one task, got {show(text)}")
+    return tuple(chosen)
 
 
 def _profile(text: str):
@@ -261,19 +295,24 @@ def _add_eval(commands) -> None:
         "eval",
         help="run your agent beside the nine policies and write its report card",
         description=(f"Run a policy ({POLICY}) beside SPEC's nine on the corpus, and write its report card: "
-                     "report.md, rows.csv and its worst twin pair's timeline."),
+                     "report.md, card.json (docs/card.md), rows.csv and its worst twin pair's timeline. Invalid "
+                     "calls above 5% of the agent's calls head the card and the summary printed."),
         epilog=("Exit codes: 0 the card was written; 64 a bad option value, AGENT spelling or --out (not a folder "
                 "the card can be written to; or the default build/eval/<name>/ when the agent's name is too long "
-                "for a folder); 65 AGENT names nothing usable (no such NAME, a file or module that does not "
-                "import, not a policy: a built-in function, a callable that takes arguments or makes no policy; "
-                "a name that reads as one of the nine, or as nothing); 66 no such file or module; 70 the agent "
+                "for a folder; a --task-ids id the public corpus does not hold); 65 AGENT names nothing usable "
+                "(no such NAME, a file or module that does not import, not a policy: a built-in function, a "
+                "callable that takes arguments or makes no policy; AGENT is one of the nine, such as "
+                "finality_gate, or a policy whose name reads as one of the nine, or as nothing); 66 no such file "
+                "or module; 70 the agent "
                 "raised, exited (sys.exit) or ran over --episode-timeout (its exception and the step, or the "
                 "episode it ran over in), or an internal error; 73 the card could not be written after the run. "
                 "Each is one line on stderr."),
     )
     ev.one_line = True
     ev.add_argument("agent", metavar="AGENT", help=f"{AGENT}: the policy class, factory or object")
-    ev.add_argument("--n-tasks", type=_count, default=321, help="tasks of the public corpus (default: 321)")
+    which = ev.add_mutually_exclusive_group()
+    which.add_argument("--n-tasks", type=_count, default=321, metavar="N", help=N_TASKS)
+    which.add_argument("--task-ids", type=_task_ids, metavar="ID[,ID...]", help=TASK_IDS)
     ev.add_argument("--seeds", type=_count, default=5, help="fault seeds, 0..N-1 (default: 5)")
     ev.add_argument("--profile", type=_profile, default="default", help=f"the fault profile: {_PROFILE}")
     ev.add_argument("--probe", type=_probe, default="full", help=f"the probe mode: {_PROBE} (default: full)")

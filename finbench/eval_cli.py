@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from finbench.errors import PolicyError, show
 
-__all__ = ["AgentExit", "AgentTimeout", "Guarded", "cmd_eval", "plain"]
+__all__ = ["AgentExit", "AgentTimeout", "Guarded", "cmd_eval", "plain", "public_tasks"]
 
 # sysexits.h, shared with `grade` (finbench.cli)
 EXIT_USAGE = 64
@@ -100,9 +100,10 @@ def _eval(args: argparse.Namespace) -> int:
     from finbench.running.episode import run_episode  # lazy: as above
     from finbench.running.run import Run  # lazy: as above
 
-    run = Run.make(n_tasks=args.n_tasks, seeds=tuple(range(args.seeds)), profile=args.profile, costs=args.costs,
-                   probe=args.probe, policies=[*DEFAULT_POLICIES, ref], n_jobs=args.n_jobs, cache=args.cache,
-                   progress=True)
+    how = dict(seeds=tuple(range(args.seeds)), profile=args.profile, costs=args.costs, probe=args.probe,
+               policies=[*DEFAULT_POLICIES, ref], n_jobs=args.n_jobs, cache=args.cache, progress=True)
+    task_ids = getattr(args, "task_ids", None)
+    run = Run(public_tasks(task_ids), **how) if task_ids else Run.make(n_tasks=args.n_tasks, **how)
     task, seed = run.corpus.tasks[0], run.seeds[0]
     try:
         # one episode here first: an agent that fails at once is named with its own line of code
@@ -115,14 +116,24 @@ def _eval(args: argparse.Namespace) -> int:
         rows = run.evaluate()
     except (Exception, SystemExit, _Overtime) as exc:  # noqa: BLE001 - as above, maybe from a worker process
         raise _Refused(EXIT_SOFTWARE, _raised(exc, ref.label, files)) from None
-    card = card_of(run, ref.label, rows)
+    card = card_of(run, ref.label, rows, spec=args.agent)
     try:
         paths = card.write(out)
     except OSError as exc:  # a full disk, a file system gone read-only: not the agent's, nor a bug
         raise _Refused(EXIT_CANTCREAT, f"cannot write the card into {out}: {exc.strerror or exc}") from None
-    print(plain(card.summary(), lines=True))
+    print(plain(card.summary(), lines=True))  # a warning (invalid calls above a few percent) comes first
     print(plain(f"report card: {', '.join(str(p) for p in paths if p.suffix != '.pdf')}"))
     return 0
+
+
+def public_tasks(task_ids):
+    """The public corpus's tasks named by `task_ids` (checked by the parser), in the corpus's order, as a corpus
+    of their own (its stamp lists them: it is not `make_corpus(PUBLIC_SEED, n)` for any n)."""
+    from finbench.sim import constants as C  # lazy: `grade` loads no simulator
+    from finbench.sim.corpus import Corpus, corpus_for  # lazy: as above
+
+    chosen = set(task_ids)
+    return Corpus(tuple(t for t in corpus_for(C.PUBLIC_SEED).tasks if t.task_id in chosen), C.PUBLIC_SEED)
 
 
 def _default_out(label: str) -> Path:
@@ -144,6 +155,9 @@ def _agent_ref(spec: str, limit: float | None):
     from finbench.agents.loading import AgentLoadError, load_agent  # lazy: `grade` loads no simulator
     from finbench.agents.registry import DEFAULT_POLICIES, as_ref  # lazy: as above
 
+    if " ".join(plain(spec).split()) in DEFAULT_POLICIES:  # the help's 65: a name that reads as one of the nine
+        raise _Refused(EXIT_DATAERR, f"AGENT {spec!r} is one of the nine it is compared with, on every card already; "
+                                     "give your own agent as PATH.py:NAME or module:NAME")
     try:
         agent = load_agent(spec, "finbench eval")  # nothing of the agent's is called yet but its import
     except AgentLoadError as exc:

@@ -409,6 +409,7 @@ def test_help_states_the_doors(capsys):
     text = re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))  # argparse wraps after a hyphen too
     for says in ("--episode-timeout SECONDS", "default: 300", "0 or none: no limit",
                  "64 a bad option value, AGENT spelling or --out", "65 AGENT names nothing usable",
-                 "a built-in function", "reads as one of the nine", "70 the agent raised, exited (sys.exit) or "
+                 "a built-in function", "reads as one of the nine", "AGENT is one of the nine, such as finality_gate",
+                 "a --task-ids id the public corpus does not hold", "70 the agent raised, exited (sys.exit) or "
                  "ran over --episode-timeout", "73 the card could not be written after the run"):
         assert says in text, says
