@@ -21,7 +21,7 @@ and returns the process exit code, so another command is one more
 No failure ever exits 0, 1 or 2: those codes are the verdicts, and a script
 that branches on them must never read a crash as "violation".
 
-``eval AGENT`` (``PATH.py:NAME`` or ``module:NAME``, `finbench.eval_cli`) runs a policy beside SPEC's
+``eval AGENT`` (``PATH.py:NAME`` or ``module:NAME``, `finbench.eval_cli`) runs a policy beside the
 nine and writes its report card (`finbench.card`). Every failure is one line on stderr, and is found before
 the first episode when it can be:
 
@@ -42,6 +42,10 @@ the first episode when it can be:
       step, or the task and seed it ran over in); an internal error
 73    the card could not be written after the run (``EX_CANTCREAT``: a full disk, a read-only file system)
 ====  ==========================================================
+
+``reproduce [NAME ...]`` (``--paper``: the paper's notebooks only) and ``check`` are
+``make reproduce`` and ``make check`` (`finbench.pipeline`): the same notebooks, the same files,
+the same exit codes (0 done or every output matches, 1 stale outputs, 64 an unknown notebook).
 
 A Ctrl-C still interrupts (``python -m finbench`` exits 130). ``python -m finbench`` exits with the code
 once the command returns, even if the agent left a thread running (`finbench.__main__`).
@@ -128,7 +132,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grade.set_defaults(func=_cmd_grade, parser=grade)
     _add_eval(commands)
+    reproduce = commands.add_parser(
+        "reproduce", help="run the notebooks headless: every table and figure (make reproduce)",
+        description="Run the notebooks headless, full size, regenerating tables/ and figures/ (as make reproduce).")
+    reproduce.add_argument("names", nargs="*", metavar="NAME", help="notebooks to run (default: all), e.g. 01_headline")
+    reproduce.add_argument("--paper", action="store_true",
+                           help="only the notebooks behind the paper's tables and figures (as make reproduce-paper)")
+    reproduce.set_defaults(func=_cmd_reproduce, parser=reproduce)
+    check = commands.add_parser(
+        "check", help="compare every table and figure with the committed file (make check)",
+        description="Fail (exit 1) naming every generated file that differs from the committed one.")
+    check.set_defaults(func=lambda args: _pipeline(["--check"]), parser=check)
     return parser
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    if args.paper and args.names:
+        print("finbench reproduce: --paper runs the paper's notebooks; give it no NAME", file=sys.stderr)
+        return EXIT_USAGE
+    return _pipeline(["--paper"] if args.paper else list(args.names))
+
+
+def _pipeline(argv: list[str]) -> int:
+    from finbench import pipeline  # lazy: grading a trace loads no notebook machinery
+
+    return pipeline.main(argv)
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:

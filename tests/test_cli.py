@@ -172,3 +172,23 @@ def test_grade_prints_no_control_bytes(tmp_path: Path) -> None:
     proc = run("grade", path, "--order", "A\x1b[31m", "--amount", "50", "--op", "void")
     assert proc.returncode == 1, proc.stderr
     assert "\x1b" not in proc.stdout and "\x9b" not in proc.stdout, proc.stdout
+
+
+def test_reproduce_and_check_are_the_pipelines(monkeypatch):
+    from finbench import cli, pipeline
+
+    seen = []
+    monkeypatch.setattr(pipeline, "main", lambda argv: seen.append(argv) or 0)
+    assert cli.main(["reproduce", "01_headline", "02_twins"]) == 0
+    assert cli.main(["reproduce", "--paper"]) == 0
+    assert cli.main(["reproduce"]) == 0
+    assert cli.main(["check"]) == 0
+    assert seen == [["01_headline", "02_twins"], ["--paper"], [], ["--check"]]
+    assert cli.main(["reproduce", "--paper", "01_headline"]) == 64
+
+
+def test_reproduce_refuses_an_unknown_notebook_before_running_any(capsys):
+    from finbench import cli
+
+    assert cli.main(["reproduce", "01_headlin"]) == 64
+    assert "NAME must be a notebook" in capsys.readouterr().err
