@@ -11,6 +11,8 @@ import pytest
 
 from finbench.analysis.tables import read_table
 
+pytestmark = pytest.mark.slow  # runs the README's blocks as scripts in subprocesses (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"^```(\w*)\n(.*?)^```", README, flags=re.S | re.M)
@@ -100,7 +102,8 @@ def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
     import ipywidgets  # the explorer is a widget (its behaviour: tests/analysis/test_explorer_widget.py)
 
     assert isinstance(explore["ex"], ipywidgets.Widget) and explore["ex"].draws >= 1
-    assert len(layer["rows"]) == 14_445 and set(layer["tables"]) == {"table2", "table3", "table3_gap", "table2_pairs"}
+    assert len(layer["rows"]) == 14_445 and set(layer["tables"]) == {"table2", "table3", "table3_gap", "table2_pairs",
+                                                                  "table3_counts"}
     claims = read_table(user / "tables" / "claims_headline.csv").set_index("id")
     gate_exact = layer["tables"]["table2"].set_index("policy").loc["finality_gate", "exact_pct"]
     assert claims.loc["gate_exact", "ours"] == pytest.approx(gate_exact)  # the claims of the table just published

@@ -8,9 +8,13 @@ row's test to its measure. Verdicts, in SPEC's words:
 
 - ``reproduced``: the row's test holds (inside the paper's interval, within the
   stated tolerance, equal, on the stated side, or, for a qualitative claim, it holds);
-- ``same direction``: it does not, but ours differs from the paper's value in the
-  direction (`favours`) that keeps the comparison the paper draws from it (for
-  `excludes_zero`: the point estimate has the stated sign, its interval does not);
+- ``same direction``: it does not, but ours keeps the comparison the paper draws from
+  its value (`favours`, the side that keeps it). Where the row names the other side of
+  that comparison (`versus`: another policy's level, the other half, the other role),
+  the comparison is judged on ours: ours against the other quantity as measured here
+  (the gate's paired loss still below optimistic's). Otherwise it is the sign of ours
+  minus the paper's value (a higher single-seed rate is a larger fall). For
+  `excludes_zero`: the point estimate has the stated sign, its interval does not;
 - ``differs``: neither;
 - ``not run``: the measure could not be computed (e.g. no model transcripts).
 
@@ -94,14 +98,17 @@ class Claim:
 @dataclass(frozen=True)
 class Measure:
     """Ours for one claim: `value` (a number; True/False for `holds`; None when not run), for the zero
-    tests its interval `lo`..`hi`, `shown` (what was measured, in words and numbers; default the value)
-    and `source` (the table it comes from)."""
+    tests its interval `lo`..`hi`, `shown` (what was measured, in words and numbers; default the value),
+    `source` (the table it comes from) and `versus` (the other side of the comparison its row names)."""
 
     value: float | bool | None
     lo: float | None = None
     hi: float | None = None
     shown: str = ""
     source: str = ""
+    versus: float | None = None
+    """The other side of the comparison the row names (its `versus`), measured here; None if it names none
+    or it cannot be measured (a policy absent)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,9 @@ class PaperClaim:
     favours: int
     comparison: str
     note: str
+    versus: str = ""
+    """The other side of `comparison` in words, when it is another quantity of ours (another policy's
+    level, the other half, the other role): the direction is then ours against it (see `decide`)."""
 
     @property
     def experiment(self) -> str:
@@ -161,8 +171,13 @@ def _row(r: dict, where: str) -> PaperClaim:
     else:
         need(not r["tol"].strip(), "only the tolerance test takes tol")
     need(r["test"] != "excludes_zero" or paper in (-1.0, 1.0), "excludes_zero takes the side as paper: -1 or 1")
+    versus = (r.get("versus") or "").strip()
+    if versus:
+        need(r["favours"] != "", "a comparison against another quantity (versus) needs favours: the side that keeps it")
+        need(r["test"] not in ("holds", "includes_zero", "excludes_zero") and r["kind"] in ("level", "level with interval"),
+             "versus is for a level the paper sets beside another quantity (a numeric test of a level)")
     return PaperClaim(r["id"], r["section"], r["scope"], r["kind"], r["quote"], r["claim"], r["unit"], paper, lo, hi,
-                      r["test"], tol, {"": 0, "+": 1, "-": -1}[r["favours"]], r["comparison"], r["note"])
+                      r["test"], tol, {"": 0, "+": 1, "-": -1}[r["favours"]], r["comparison"], r["note"], versus)
 
 
 @memoised("analysis.claims.paper_claims", keys="(path, the file's mtime and size)", bound=8)
@@ -239,11 +254,28 @@ def decide(pc: PaperClaim, m: Measure, source: str = "") -> Claim:
         return Claim(pc.experiment, pc.name, pc.claim, pc.paper, pc.paper_lo, pc.paper_hi, nan, None, "not run",
                      "no regenerated value" + (f" ({pc.note})" if pc.note else ""), m.shown or "not run", src,
                      pc.scope, nan, pc.unit, pc.test, pc.section)
+    if m.versus is not None and not pc.versus:
+        raise FinbenchError(f"claim {pc.id}: the code measured the other side of a comparison (versus) that the "
+                            f"data ({PAPER_CLAIMS.name}) does not name")
     inside, margin, basis = _test(pc, m)
     direction = None
     if not inside and pc.test == "excludes_zero":
         direction = (float(m.value) > 0) == (pc.paper > 0) and float(m.value) != 0
         basis += f"; direction (the point estimate's sign) {'holds' if direction else 'does not hold'}"
+    elif pc.favours and pc.test != "holds" and pc.versus:
+        # the comparison the row names, judged on ours: ours against the other quantity as measured here
+        other = None if m.versus is None else float(m.versus)
+        if other is None or math.isnan(other):
+            direction = False
+            if not inside:
+                basis += f"; direction ({pc.comparison}): {pc.versus} not measured"
+        else:
+            diff = float(m.value) - other
+            direction = diff * pc.favours > 0
+            if not inside:
+                side = "above" if diff > 0 else "below" if diff < 0 else "level with"
+                basis += (f"; direction ({pc.comparison}): ours ({_fmt(float(m.value))}) is {side} {pc.versus} "
+                          f"({_fmt(other)}), which {'keeps' if direction else 'does not keep'} it")
     elif pc.favours and pc.test != "holds":
         diff = float(m.value) - pc.paper
         direction = diff * pc.favours > 0

@@ -197,8 +197,10 @@ def notes(rows: pd.DataFrame, stale_files: list[str] | None = None) -> list[str]
         "The paper's side of every row (its quote, value, interval and the test that decides it) is "
         "`data/paper_claims.csv`; every 'ours' is recomputed here from the tables named in 'source' by the "
         "experiment's own `measures` (`claims_from_tables`), and the row's test decides (`finbench/analysis/claims.py`: "
-        "reproduced: the test holds; same direction: it does not, but ours differs from the paper's value in the "
-        "direction that keeps the comparison the paper draws from it; differs: neither; not run: no value). "
+        "reproduced: the test holds; same direction: it does not, but ours keeps the comparison the paper draws "
+        "from its value: where the row names the other side (`versus`: another policy's level, the other half, "
+        "the other role), ours against it as measured here, else the sign of ours minus the paper's; differs: "
+        "neither; not run: no value). "
         "'margin': how far inside (+) or outside (-) the interval, tolerance or threshold ours lies, in the claim's unit.",
         "",
         f"Across regenerated corpora: {s['across']} of the paper's {s['pool']} claims (the model arm's and the "

@@ -4,7 +4,7 @@ Notebook `01_headline`, in the shape every experiment shares:
 
     run = Run.make(master_seed, n_tasks, seeds=range(n_seeds), n_boot=n_boot, ...)
     rows = headline.episodes(run)
-    tables = headline.tables(rows, run)                  # table2, table3, table3_gap, table2_pairs
+    tables = headline.tables(rows, run)                  # table2, table3, table3_gap, table2_pairs, table3_counts
     claims = headline.claims(tables)
     figures = headline.figures(rows, run, tables)        # figure1, figure1_passk
     publish_experiment(headline, run, tables, claims, figures)
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from finbench.sim import constants as C
 from finbench.analysis import metrics as M
 from finbench.analysis.claims import Measure as M_
 from finbench.analysis.claims import claims_notes, claims_of, from_tables
@@ -25,11 +26,11 @@ ORACLE = "finality_oracle"
 NAME = "headline"
 SECTION = "Headline: Tables II and III, Figure 1"
 """The part of the paper (or beyond it) these claims belong to, as the claims report groups them."""
-TABLES = ("table2", "table3", "table3_gap", "table2_pairs")
+TABLES = ("table2", "table3", "table3_gap", "table2_pairs", "table3_counts")
 """The tables this experiment writes and its claims read, by stem."""
 __all__ = ["PAIRS", "PUBLISH", "TABLES", "claims", "claims_from_tables", "claims_notes", "episodes", "figure1",
-           "figures", "measures", "table2", "table2_markdown", "table2_notes", "table2_pairs", "table3", "table3_gap",
-           "tables"]
+           "figures", "measures", "table2", "table2_markdown", "table2_notes", "table2_pairs", "table3", "table3_counts",
+           "table3_gap", "tables"]
 
 
 def episodes(run):
@@ -38,9 +39,9 @@ def episodes(run):
 
 
 def tables(rows: pd.DataFrame, run=None) -> dict[str, pd.DataFrame]:
-    """Table II, Table III and the gap by archetype, by stem (`TABLES`)."""
+    """Table II, Table III, the gap by archetype, the pairs and the episode counts by archetype, by stem (`TABLES`)."""
     return {"table2": table2(rows, run), "table3": table3(rows), "table3_gap": table3_gap(rows),
-            "table2_pairs": table2_pairs(rows, run)}
+            "table2_pairs": table2_pairs(rows, run), "table3_counts": table3_counts(rows)}
 
 
 def table2(df: pd.DataFrame, run=None) -> pd.DataFrame:
@@ -134,19 +135,46 @@ def table3_gap(df: pd.DataFrame) -> pd.DataFrame:
     return t[policy_order(df["policy"])].reset_index()
 
 
+def table3_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Episodes by archetype x policy (long form): `episodes`, `exact`, `exact_by_ship` (exact episodes that
+    ended in a shipment: on an unresolvable task, a gamble on the outcome that won) and `negative_gap`
+    (episodes whose gap is below -`MONEY_TOL`: the policy ended above the reference)."""
+    cols = ["archetype", "policy", "episodes", "exact", "exact_by_ship", "negative_gap"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    exact = df["exact"].astype(bool)
+    d = pd.DataFrame({"archetype": df["archetype"], "policy": df["policy"], "episodes": 1, "exact": exact,
+                      "exact_by_ship": exact & (df["disposition"] == "ship"),
+                      "negative_gap": df["gap"].astype(float) < -C.MONEY_TOL})
+    g = d.groupby(["archetype", "policy"]).sum()
+    order = policy_order(df["policy"])
+    idx = pd.MultiIndex.from_product([sorted(set(df["archetype"])), order], names=["archetype", "policy"])
+    return g.reindex(idx, fill_value=0).astype(int).reset_index()[cols]
+
+
 def measures(tables: dict[str, pd.DataFrame]) -> dict:
     """Ours for each of the headline's claims (`data/paper_claims.csv`, experiment "headline"), from the
     tables: Table II's cells, Table III's archetype counts, the reflection - ReAct pairs."""
-    t2, t3, t3_gap, pairs = (tables[stem] for stem in TABLES)
+    t2, t3, t3_gap, pairs, counts = (tables[stem] for stem in TABLES)
     k = _k(t2)
     t = t2.set_index("policy")
     a3, g3 = t3.set_index("archetype"), t3_gap.set_index("archetype")
     unpriv = [p for p in t.index if not t.loc[p, "privileged"]]
     by_exact = list(t.loc[unpriv].sort_values("exact_pct", ascending=False, kind="mergesort").index)
     ungated = [p for p in UNGATED if p in t.index]
-    src2, src3, src3g, srcp = (f"tables/{stem}.csv" for stem in TABLES)
+    src2, src3, src3g, srcp, srcc = (f"tables/{stem}.csv" for stem in TABLES)
 
-    def cell(policy, col, src=src2, unit="%"):
+    def best(col, among, lowest=False):
+        """The best value of `col` among the policies `among` (highest, or lowest) and whose it is."""
+        among = [p for p in among if p in t.index]
+        if not among:
+            return None, ""
+        s = t.loc[among, col].astype(float)
+        p = s.idxmin() if lowest else s.idxmax()
+        return float(s[p]), p
+
+    def cell(policy, col, src=src2, unit="%", versus=None):
+        """Table II's cell; `versus`: (the other side of the row's comparison, whose it is)."""
         if policy not in t.index:
             return None
         x = float(t.loc[policy, col])
@@ -154,7 +182,23 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
         lo_hi = {"exact_pct": ("exact_lo", "exact_hi"), "mean_gap": ("gap_lo", "gap_hi")}.get(col)
         if lo_hi:
             shown += f" [{t.loc[policy, lo_hi[0]]:.{1 if unit == '%' else 2}f}, {t.loc[policy, lo_hi[1]]:.{1 if unit == '%' else 2}f}]"
-        return M_(x, shown=shown, source=src)
+        other = None
+        if versus is not None:
+            other, whose = versus
+            if other is not None:
+                shown += f" ({whose} {other:.{1 if unit == '%' else 2}f})"
+        return M_(x, shown=shown, source=src, versus=other)
+
+    others = [p for p in unpriv if p != GATE]
+    gate_ratio = None
+    if GATE in t.index:
+        lo, hi = float(t.loc[GATE, "gap_lo"]), float(t.loc[GATE, "gap_hi"])
+        gate_ratio = M_(hi / lo if lo > 0 else None, source=src2,
+                        shown=f"{hi / lo:.2f}x: [{lo:.2f}, {hi:.2f}]" if lo > 0 else f"[{lo:.2f}, {hi:.2f}]: no ratio")
+    gate_flat = None
+    if GATE in t.index:
+        ex, pk = float(t.loc[GATE, "exact_pct"]), float(t.loc[GATE, f"pass{k}_pct"])
+        gate_flat = M_(pk - ex, shown=f"{ex:.1f}% -> {pk:.1f}% (pass^{k} - exact = {pk - ex:+.1f} pp)", source=src2)
 
     def collapse(p):
         if p not in t.index:
@@ -166,13 +210,15 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
     gate = GATE in t.index
     out = {
         "episodes": M_(int(t2["episodes"].sum()), shown=f"{int(t2['episodes'].sum()):,}", source=src2),
-        "gate_exact": cell(GATE, "exact_pct"),
-        "gate_gap": cell(GATE, "mean_gap", unit="$"),
-        "gate_passk": cell(GATE, f"pass{k}_pct"),
+        "gate_exact": cell(GATE, "exact_pct", versus=best("exact_pct", others)),
+        "gate_gap": cell(GATE, "mean_gap", unit="$", versus=best("mean_gap", others, lowest=True)),
+        "gate_interval_threefold": gate_ratio,
+        "gate_passk": gate_flat,
         "react_exact": cell("react", "exact_pct"), "react_passk": cell("react", f"pass{k}_pct"),
         "react_collapse": collapse("react"),
         "sop_exact": cell("sop", "exact_pct"), "sop_passk": cell("sop", f"pass{k}_pct"), "sop_collapse": collapse("sop"),
-        "optimistic_exact": cell("optimistic", "exact_pct"),
+        "optimistic_exact": cell("optimistic", "exact_pct",
+                                 versus=best("exact_pct", [p for p in others if p != "optimistic"])),
         "optimistic_second": (M_(by_exact.index("optimistic") + 1, shown="by exact: " + ", ".join(by_exact),
                                  source=src2) if "optimistic" in by_exact else None),
         "gate_minus_react": (M_(-float(t.loc["react", "diff_to_gate"]), -float(t.loc["react", "diff_hi"]),
@@ -190,8 +236,8 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
         "gate_unresolvable_loss": (M_(float(g3.loc["unresolvable", GATE]), source=src3g,
                                       shown=f"{g3.loc['unresolvable', GATE]:.2f}")
                                    if GATE in g3.columns and "unresolvable" in g3.index else None),
-        "unresolvable_gamblers": _archetype_count(a3, "unresolvable", [p for p in unpriv if p != GATE],
-                                                  lambda x: x > 0, src3),
+        "unresolvable_gamblers": _gamblers(counts, "unresolvable", others, srcc),
+        "negative_gap_late_chargeback": _negative_only_on(counts, "late_chargeback", srcc),
         "lost_settlement_losers": _archetype_count(a3, "lost_settlement", list(t.index), lambda x: x <= 0, src3),
         "react_reflection_not_separable": _pair(pairs, "reflection", "react", srcp),
     }
@@ -204,6 +250,35 @@ def _archetype_count(a3: pd.DataFrame, archetype: str, policies: list, test, src
         return None
     hit = [p for p in policies if p in a3.columns and test(a3.loc[archetype, p])]
     return M_(len(hit), shown=f"{len(hit)}: {', '.join(hit) or 'none'}", source=src)
+
+
+def _gamblers(counts: pd.DataFrame, archetype: str, policies: list, src: str):
+    """How many of `policies` are exact on `archetype` by shipping (a gamble on the outcome that won), with
+    those exact there by any disposition beside them."""
+    c = counts[counts["archetype"] == archetype].set_index("policy")
+    if c.empty:
+        return None
+    mine = [p for p in policies if p in c.index]
+    ship = [p for p in mine if c.loc[p, "exact_by_ship"] > 0]
+    any_exact = [p for p in mine if c.loc[p, "exact"] > 0]
+    return M_(len(ship), source=src,
+              shown=f"{len(ship)}: {', '.join(ship) or 'none'} (exact on {archetype} by shipping); exact there by any "
+                    f"disposition: {len(any_exact)} ({', '.join(any_exact) or 'none'})")
+
+
+def _negative_only_on(counts: pd.DataFrame, archetype: str, src: str):
+    """Whether some episode's gap is negative and every such episode is on `archetype` (None if the corpus
+    holds no such task)."""
+    if archetype not in set(counts["archetype"]):
+        return None
+    by_arch = counts.groupby("archetype", sort=True)["negative_gap"].sum()
+    by_arch = by_arch[by_arch > 0]
+    n = int(by_arch.sum())
+    mine = counts[(counts["archetype"] == archetype) & (counts["negative_gap"] > 0)]
+    pols = ", ".join(f"{p} {int(x)}" for p, x in zip(mine["policy"], mine["negative_gap"]))
+    return M_(n > 0 and set(by_arch.index) == {archetype}, source=src,
+              shown=f"{n} episodes with a negative gap: " + (", ".join(f"{a} {int(x)}" for a, x in by_arch.items())
+                                                             or "none") + (f" ({pols})" if pols else ""))
 
 
 def _pair(pairs: pd.DataFrame, a: str, b: str, src: str):
@@ -270,5 +345,11 @@ PUBLISH = {
     "table3": TableSpec("Table III: exact % by archetype x policy", floatfmt=".1f"),
     "table3_gap": TableSpec("Mean gap $ by archetype x policy"),
     "table2_pairs": TableSpec("Pairs the paper compares: mean gap a - b $, paired and unpaired intervals"),
+    "table3_counts": TableSpec("Episodes by archetype x policy: exact, exact by shipping, negative gap",
+                               notes=lambda t, claims: [
+                                   "Counts of episodes (every task x seed). exact_by_ship: exact episodes that ended "
+                                   "in a shipment (on unresolvable, a gamble on the outcome that won); negative_gap: "
+                                   f"episodes whose gap is below -{C.MONEY_TOL} (the policy ended above the "
+                                   "reference).", ""], bootstrap=False),
 }
 """How each table is written (`publish_experiment`)."""

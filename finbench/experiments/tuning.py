@@ -357,18 +357,18 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
                        shown=f"{tuned.policy} {tuned[f'{where}_gap']:.2f} - default {dflt[f'{where}_gap']:.2f} = "
                              f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}] (shared resample)")
 
-    def degradation(r):
-        return Measure(float(r.degradation), source=src7,
+    def degradation(r, other, whose):  # versus: the other role's (the tuned degrades more than the control)
+        return Measure(float(r.degradation), source=src7, versus=float(other.degradation),
                        shown=f"{r.policy}: {r.regen_gap:.2f} - {r.public_gap:.2f} = {r.degradation:+.2f} "
-                             f"[{r.degradation_lo:+.2f}, {r.degradation_hi:+.2f}]")
+                             f"[{r.degradation_lo:+.2f}, {r.degradation_hi:+.2f}]; {whose} {other.degradation:+.2f}")
 
     polls = float(tuned.poll_interval - dflt.poll_interval)
     ctrl_degr = per_split["control_degradation"].astype(float)
     return {
         "tuning_improves_public": vs_default("public"),
         "tuned_beats_default_regen": vs_default("regen"),
-        "tuned_degradation": degradation(tuned),
-        "control_degradation": degradation(ctrl),
+        "tuned_degradation": degradation(tuned, ctrl, f"control ({ctrl.policy})"),
+        "control_degradation": degradation(ctrl, tuned, "tuned"),
         "tuned_polls_more_often": Measure(polls, source=src7,
                                           shown=f"{polls:+g}: tuned poll_interval={tuned.poll_interval:g}, "
                                                 f"patience={tuned.patience:g}; default poll_interval="

@@ -208,12 +208,24 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
     r = rankings(t4)
     by_loss = ", ".join(f"{p} {t.loc[p, 'paired_loss']:.2f}" for p in r["by_paired_loss"])
 
-    def cell(policy, col, fmt="{:.2f}", extra=None):
-        """Table IV's cell (policy, col); `extra(row)` is appended to the shown value."""
+    def cell(policy, col, fmt="{:.2f}", extra=None, versus=None):
+        """Table IV's cell (policy, col); `extra(row)` is appended to the shown value; `versus`: (the other
+        side of the row's comparison, in words) or None."""
         if policy not in t.index:
             return None
         x = float(t.loc[policy, col])
-        return Measure(x, shown=fmt.format(x) + (extra(t.loc[policy]) if extra else ""), source=SOURCE)
+        shown = fmt.format(x) + (extra(t.loc[policy]) if extra else "")
+        other = None
+        if versus is not None and versus[0] is not None:
+            other = float(versus[0])
+            shown += f"; {versus[1]} {fmt.format(other)}"
+        return Measure(x, shown=shown, source=SOURCE, versus=other)
+
+    def of(policy, col):
+        return float(t.loc[policy, col]) if policy in t.index else None
+
+    rest = [p for p in t.index if p != OPTIMISTIC]
+    worst_other = (max(float(t.loc[p, "paired_loss"]) for p in rest), "the highest of the others") if rest else None
 
     def ci(lo, hi):
         return lambda row: f" [{row[lo]:.2f}, {row[hi]:.2f}]"
@@ -229,13 +241,18 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
     n = r["disagreements"]
     return {
         "optimistic_worst_paired_loss": worst_place,
-        "optimistic_paired_loss": cell(OPTIMISTIC, "paired_loss", extra=ci("paired_lo", "paired_hi")),
-        "gate_paired_loss": cell(GATE, "paired_loss", extra=ci("paired_lo", "paired_hi")),
-        "optimistic_settle_half": cell(OPTIMISTIC, "settle_gap", extra=ci("settle_lo", "settle_hi")),
-        "optimistic_fail_half": cell(OPTIMISTIC, "fail_gap", extra=ci("fail_lo", "fail_hi")),
-        "optimistic_premature": cell(OPTIMISTIC, "premature_all_pct", "{:.1f}%",
-                                     extra=lambda row: f" of every episode ({row.premature_pct:.1f}% of twin "
-                                                       "episodes)"),
+        "optimistic_paired_loss": cell(OPTIMISTIC, "paired_loss", extra=ci("paired_lo", "paired_hi"),
+                                       versus=worst_other),
+        "gate_paired_loss": cell(GATE, "paired_loss", extra=ci("paired_lo", "paired_hi"),
+                                 versus=(of(OPTIMISTIC, "paired_loss"), "optimistic")),
+        "optimistic_settle_half": cell(OPTIMISTIC, "settle_gap", extra=ci("settle_lo", "settle_hi"),
+                                       versus=(of(OPTIMISTIC, "fail_gap"), "fail half")),
+        "optimistic_fail_half": cell(OPTIMISTIC, "fail_gap", extra=ci("fail_lo", "fail_hi"),
+                                     versus=(of(OPTIMISTIC, "settle_gap"), "settle half")),
+        # the sentence stands in the Table IV paragraph: over the twin episodes (Table II's base beside it)
+        "optimistic_premature": cell(OPTIMISTIC, "premature_pct", "{:.1f}%",
+                                     extra=lambda row: f" [{row.premature_lo:.1f}, {row.premature_hi:.1f}] of twin "
+                                                       f"episodes ({row.premature_all_pct:.1f}% of every episode)"),
         "rank_disagreements": Measure(n, shown=f"{n} of {len(t)} places; by exact: {', '.join(r['by_exact'])}; "
                                                f"by paired loss: {', '.join(r['by_paired_loss'])}", source=SOURCE),
     }

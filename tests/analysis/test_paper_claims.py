@@ -35,10 +35,28 @@ def test_the_audit_s_missing_claims_are_present_and_its_duplicates_are_gone():
     for gone in ("headline.optimistic_second_by_accuracy", "twins.optimistic_second_by_accuracy",
                  "cost_sweep.headline_robust", "headline.gate_passk_flat", "headline.reference_premature"):
         assert gone not in BY_ID
-    for cid in ("tuning.tuning_improves_public", "plan_search.reference_premature", "plan_search.reference_beaten",
-                "headline.episodes", "ablation.gate_flat"):
+    for cid in ("tuning.tuning_improves_public", "plan_search.reference_premature", "headline.episodes",
+                "ablation.gate_flat"):
         assert BY_ID[cid].scope == "by construction"
-    assert BY_ID["twins.optimistic_premature"].note  # over tasks, as the paper says
+    assert BY_ID["twins.optimistic_premature"].note  # which base, and why
+
+
+def test_issue_31_scopes_follow_the_paper_s_words():
+    # the sentence stands in the Table IV paragraph, and premature-irreversible % is a Table IV column
+    prem = BY_ID["twins.optimistic_premature"]
+    assert prem.scope == "paper" and "twin episodes" in prem.claim and "every task" not in prem.claim
+    # the paper says its $3.85 does not estimate the split-to-split variation: estimating it is ours
+    assert BY_ID["tuning.control_split_variation"].scope == "beyond the paper"
+    # "we searched exhaustively rather than asserting it": the 2 of 40 is a search result, counted
+    assert BY_ID["plan_search.reference_beaten"].scope == "paper"
+    # the two claims the audit found missing
+    late = BY_ID["headline.negative_gap_late_chargeback"]
+    assert late.scope == "paper" and late.test == "holds" and "punishes a decision that was correct" in late.quote
+    wide = BY_ID["headline.gate_interval_threefold"]
+    assert wide.scope == "paper" and wide.paper == 3 and "roughly threefold" in wide.quote and wide.unit == "ratio"
+    # "does not move at all": pass^k equal to the exact rate, not within a tolerance
+    passk = BY_ID["headline.gate_passk"]
+    assert (passk.test, passk.paper, passk.kind) == ("equal", 0.0, "comparison") and math.isnan(passk.tol)
 
 
 def _literals(row: dict) -> set[str]:
@@ -67,7 +85,7 @@ def test_no_paper_number_is_written_in_the_package():
 
 def _row(**kw) -> dict:
     row = dict(id="x.y", section="s", scope="paper", kind="level", quote="q", claim="c", unit="$", paper="10",
-               paper_lo="", paper_hi="", test="tolerance", tol="25%", favours="", comparison="", note="")
+               paper_lo="", paper_hi="", test="tolerance", tol="25%", favours="", comparison="", versus="", note="")
     row.update(kw)
     return row
 
@@ -139,6 +157,62 @@ def test_holds_and_not_run(tmp_path):
     c = _decide(tmp_path, Measure(False), **hold)
     assert c.verdict == "differs" and math.isnan(c.margin)
     assert _decide(tmp_path, Measure(None)).verdict == "not run"
+
+
+def test_a_named_comparison_decides_the_direction(tmp_path):
+    """A level the paper sets beside another quantity of ours (`versus`): its direction is that comparison
+    on ours, not the sign of ours minus the paper's."""
+    row = dict(favours="+", comparison="above the other", versus="the other's value")
+    # outside the tolerance (7.4 against 10 +- 2.5) and below the paper's, but still above the other
+    c = _decide(tmp_path, Measure(7.4, versus=5.0), **row)
+    assert c.verdict == "same direction" and "the other's value" in c.basis and "which keeps it" in c.basis
+    # above the paper's (the old rule would keep it), but no longer above the other: differs
+    c = _decide(tmp_path, Measure(13.0, versus=14.0), **row)
+    assert c.verdict == "differs" and "does not keep it" in c.basis
+    assert _decide(tmp_path, Measure(10.0, versus=20.0), **row).verdict == "reproduced"  # the test holds
+    below = dict(favours="-", comparison="below the other", versus="the other's value")
+    assert _decide(tmp_path, Measure(14.0, versus=30.0), **below).verdict == "same direction"
+    assert _decide(tmp_path, Measure(14.0, versus=12.0), **below).verdict == "differs"
+    assert _decide(tmp_path, Measure(14.0, versus=14.0), **below).verdict == "differs"  # level: not below
+    # the other side not measured (its policy absent): no direction
+    assert _decide(tmp_path, Measure(7.4), **row).verdict == "differs"
+    # a row that names no comparison keeps the sign of ours minus the paper's
+    assert _decide(tmp_path, Measure(13.0), favours="+", comparison="more is better").verdict == "same direction"
+
+
+def test_a_comparison_is_named_in_the_data_never_added_in_code(tmp_path):
+    with pytest.raises(FinbenchError, match="versus"):
+        _decide(tmp_path, Measure(7.4, versus=5.0))  # the row names no comparison
+    with pytest.raises(FinbenchError, match="favours"):
+        _load(tmp_path, _row(versus="the other"))  # which side of the other keeps the claim
+    with pytest.raises(FinbenchError, match="versus"):
+        _load(tmp_path, _row(test="holds", paper="", tol="", kind="qualitative", favours="+", versus="the other"))
+    for r in ROWS:
+        if r.versus:
+            assert r.favours and r.comparison and r.kind in ("level", "level with interval"), r.id
+
+
+@pytest.mark.parametrize("cid, ours, other", [
+    ("headline.optimistic_exact", 57.9, 44.3),  # still second by accuracy (ReAct next)
+    ("twins.gate_paired_loss", 136.78, 362.22),  # still far below optimistic's paired loss
+    ("tuning.tuned_degradation", 10.26, 5.62),  # the tuned procedure still degrades more than the control
+    ("tuning.control_degradation", 5.62, 10.26),
+])
+def test_the_four_rows_are_judged_on_the_comparison_they_name(cid, ours, other):
+    row = BY_ID[cid]
+    assert row.versus and row.favours
+    c = decide(row, Measure(ours, versus=other))
+    assert c.verdict == "same direction" and row.versus in c.basis
+    # the comparison lost (the other now on the favoured side of ours): differs
+    assert decide(row, Measure(ours, versus=ours + row.favours)).verdict == "differs"
+
+
+def test_a_level_set_against_the_paper_s_own_keeps_the_sign_rule():
+    # ReAct's single-seed rate: "a higher single-seed rate is a larger fall", ours against the paper's
+    row = BY_ID["headline.react_exact"]
+    assert not row.versus
+    assert decide(row, Measure(44.3)).verdict == "differs"
+    assert decide(row, Measure(70.0)).verdict == "same direction"
 
 
 def test_the_code_can_neither_drop_nor_add_a_claim():

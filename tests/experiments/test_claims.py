@@ -80,3 +80,11 @@ def test_counts_add_up(rows):
     s = R.summary(rows)
     assert s["paper"] + s["by construction"] + s["beyond the paper"] == len(rows)
     assert sum(s[v] for v in ("reproduced", "same direction", "differs", "not run")) == s["paper"]
+
+
+def test_every_differing_claim_of_the_paper_is_explained_in_results(rows):
+    """docs/RESULTS.md names the cause of each claim of the paper that differs (issue 31), by its id."""
+    text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
+    differing = rows[(rows.scope == "paper") & (rows.verdict == "differs")]
+    missing = [f"{r.experiment}.{r.id}" for r in differing.itertuples() if f"`{r.experiment}.{r.id}`" not in text]
+    assert not missing, missing

@@ -204,6 +204,20 @@ def test_the_public_and_regenerated_comparisons_are_differences(small):
     assert {c.id: c for c in T.claims(tables)}["tuned_beats_default_regen"].verdict == "reproduced"
 
 
+def test_the_degradations_are_judged_on_tuned_against_control(small):
+    """The paper's comparison is the tuned procedure degrading more than the control: outside their
+    tolerances, each is "same direction" while that holds (whatever its sign against the paper's)."""
+    tables = _edited(small, {("tuned", "degradation"): 10.26, ("control", "degradation"): 5.62})
+    c = {c.id: c for c in T.claims(tables)}
+    assert c["tuned_degradation"].verdict == c["control_degradation"].verdict == "same direction"
+    assert "control" in c["tuned_degradation"].basis and "tuned" in c["control_degradation"].basis
+    tables = _edited(small, {("tuned", "degradation"): 5.62, ("control", "degradation"): 10.26})
+    c = {c.id: c for c in T.claims(tables)}
+    assert c["tuned_degradation"].verdict == c["control_degradation"].verdict == "differs"
+    # the control split variation is beyond the paper ("without estimating it"): listed apart
+    assert c["control_split_variation"].scope == "beyond the paper"
+
+
 def test_control_split_variation_is_the_rms_over_the_splits_not_one_degradation(small):
     tables = _edited(small)
     s = tables["tuning_splits"]
