@@ -164,3 +164,24 @@ def test_paper_names_the_notebooks_behind_the_papers_tables():
     assert set(PAPER) <= stems and "10_splits" not in PAPER and "99_claims" not in PAPER
     out = _pipeline("--paper", "extra")
     assert out.returncode == 64 and "--paper alone" in out.stderr
+
+
+def test_every_committed_table_names_the_function_that_made_it():
+    """`tables/x.csv` -> its `made_by` stamp line -> an importable function, in one step."""
+    import importlib
+
+    from finbench.pipeline import ROOT
+
+    tables = sorted((ROOT / "tables").glob("*.csv"))
+    assert len(tables) > 30
+    missing, wrong = [], []
+    for path in tables:
+        head = [line[2:] for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("# ")]
+        made = [line.split(": ", 1)[1] for line in head if line.startswith("made_by: ")]
+        if not made:
+            missing.append(path.name)
+            continue
+        module, _, name = made[0].rpartition(".")
+        if not callable(getattr(importlib.import_module(module), name, None)):
+            wrong.append(f"{path.name}: {made[0]}")
+    assert not missing and not wrong, (missing, wrong)

@@ -10,7 +10,9 @@ An experiment module has one shape (`finbench.experiments`): `episodes(run)` ->
 (`TableSpec`); `publish_experiment` writes all of it.
 
 No stamp is typed by hand: tables print `run.stamp()` (corpus fingerprint,
-seeds, profile, costs, ...) and figures `run.caption()`.
+seeds, profile, costs, ...) and figures `run.caption()`; `publish_experiment` adds
+`made_by`, the function that made each table or figure (`made_by`), so a reader goes
+from `tables/table2.md` to `finbench.experiments.headline.table2` in one step.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | N
         stem: the file name without extension.
         run: the `Run` the result comes from.
         to: the folder (default "tables", or "figures" for a figure).
-        title, notes, markdown, floatfmt: for tables, as `reporting.write_table`.
+        title, notes, markdown, floatfmt: for tables, as `finbench.analysis.tables.write_table`.
         bootstrap: whether the stamp names the bootstrap (replicates, seed).
         meta: extra stamp entries after the run's own.
         caption_extra: a line added under a figure's caption.
@@ -70,6 +72,13 @@ def publish(obj, stem: str, run, *, to: str | Path | None = None, title: str | N
         return write_table(obj, stem, run.stamp(bootstrap, **extra), to or "tables", title=title,
                            floatfmt=floatfmt, notes=notes, markdown=markdown)
     raise TypeError(f"publish: cannot write a {type(obj).__name__}; give a DataFrame, a Figure or a list of Claims")
+
+
+def made_by(experiment, stem: str, fallback: str) -> str:
+    """The dotted name of the function that made `stem`: the experiment's function of that name,
+    else its `fallback` (`tables`, `claims`, `figures`), which made it among others."""
+    name = stem if callable(getattr(experiment, stem, None)) else fallback
+    return f"{experiment.__name__}.{name}"
 
 
 @dataclass(frozen=True)
@@ -111,8 +120,8 @@ def publish_experiment(experiment, run, tables: dict, claims: list, figures: dic
     Returns:
         Every path written.
     """
-    def stamp(spec: TableSpec) -> dict:
-        return {**(meta or {}), **(spec.meta(run) if spec.meta else {})}
+    def stamp(spec: TableSpec, maker: str) -> dict:
+        return {**(meta or {}), **(spec.meta(run) if spec.meta else {}), "made_by": maker}
 
     paths: list[Path] = []
     for stem in experiment.TABLES:
@@ -120,11 +129,14 @@ def publish_experiment(experiment, run, tables: dict, claims: list, figures: dic
         paths += publish(tables[stem], stem, run, to=tables_dir, title=spec.title,
                          markdown=spec.markdown(tables) if spec.markdown else None,
                          notes=spec.notes(tables, claims) if spec.notes else None, floatfmt=spec.floatfmt,
-                         bootstrap=spec.bootstrap, meta=stamp(spec))
+                         bootstrap=spec.bootstrap, meta=stamp(spec, made_by(experiment, stem, "tables")))
     if claims:
         spec = getattr(experiment, "CLAIMS", TableSpec())
-        paths += publish(claims, experiment.NAME, run, to=tables_dir, bootstrap=spec.bootstrap, meta=stamp(spec))
+        paths += publish(claims, experiment.NAME, run, to=tables_dir, bootstrap=spec.bootstrap,
+                         meta=stamp(spec, made_by(experiment, "claims", "claims")))
     for stem, fig in (figures or {}).items():
-        paths += publish(fig, stem, run, to=figures_dir, caption_extra=(caption_extra or {}).get(stem, ""))
+        extra = "\n".join(filter(None, [(caption_extra or {}).get(stem, ""),
+                                         f"made by {made_by(experiment, stem, 'figures')}"]))
+        paths += publish(fig, stem, run, to=figures_dir, caption_extra=extra)
     print(stats.summary())  # `make reproduce` reads this line from the executed notebook
     return paths

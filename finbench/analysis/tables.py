@@ -73,4 +73,4 @@ def corpus_table(corpus) -> pd.DataFrame:
 def corpus_meta(corpus, **params) -> dict:
     return {"corpus": corpus.fingerprint, "master_seed": corpus.master_seed, "tasks": len(corpus),
             "units": len(corpus.units), "twin_pairs": len(corpus.twin_pairs),
-            "engine": C.ENGINE_VERSION, **params}
+            "engine": C.ENGINE_VERSION, **params, "made_by": f"{__name__}.corpus_table"}

@@ -318,4 +318,5 @@ def stamp(tables="tables") -> dict:
         engines.add(meta.get("engine", "?"))
     return {"engine": ", ".join(sorted(engines)),
             **{f"corpus {fp}": ", ".join(names) for fp, names in corpora.items()},
-            "claims": "recomputed from the tables by each experiment's claims_from_tables"}
+            "claims": "recomputed from the tables by each experiment's claims_from_tables",
+            "made_by": f"{__name__}.collect"}
