@@ -23,7 +23,7 @@ import pandas as pd
 
 from finbench.sim import constants as C
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import Measure as M_
+from finbench.analysis.claims import Measure
 from finbench.analysis.claims import claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.sim.faults import FaultProfile
@@ -259,32 +259,32 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
     fires = fr.set_index("arm")
     fires = fires.loc[ALL] if ALL in fires.index else pd.Series(dtype=float)
     most = max((f for f in FAMILIES if f in fires.index), key=lambda f: fires[f], default=None)
-    out = {f"fires_{f}": (M_(float(fires[f]), shown=f"{fires[f]:.2f} per episode (most: {most})", source=srcf)
+    out = {f"fires_{f}": (Measure(float(fires[f]), shown=f"{fires[f]:.2f} per episode (most: {most})", source=srcf)
                           if f in fires.index else None) for f in ("loss", "duplicate", "reorder")}
     by = fam.set_index(["family", "policy"])
     present = set(fam.policy)
     out["loss_dominates"] = _loss_dominates(t6, by, [p for p in UNGATED if p in present], srcfam)
     nine = [p for p in DEFAULT_POLICIES if p in present]
     reo = _flipped(fam, "reorder")
-    out["reorder_changes_nothing"] = (M_(len(reo), shown=f"{len(reo)} of {len(nine)} ({', '.join(reo) or 'none'}); "
+    out["reorder_changes_nothing"] = (Measure(len(reo), shown=f"{len(reo)} of {len(nine)} ({', '.join(reo) or 'none'}); "
                                          + _decisions_text(fam, "reorder"), source=srcfam) if nine and (fam.family == "reorder").any() else None)
     mv = ("duplicate", "majority_vote") in by.index
-    out["duplicate_changes_only_majority_vote"] = (M_(_flipped(fam, "duplicate") == ["majority_vote"],
+    out["duplicate_changes_only_majority_vote"] = (Measure(_flipped(fam, "duplicate") == ["majority_vote"],
                                                       shown=_decisions_text(fam, "duplicate"), source=srcfam)
                                                    if mv else None)
     if mv:
         r = by.loc[("duplicate", "majority_vote")]
-        out["majority_vote_duplicate"] = M_(float(r["removed"]), shown=_interval(r["removed"], r["removed_lo"],
+        out["majority_vote_duplicate"] = Measure(float(r["removed"]), shown=_interval(r["removed"], r["removed_lo"],
                                                                                   r["removed_hi"]), source=srcfam)
     else:
         out["majority_vote_duplicate"] = None
     it = inter.set_index("policy")
     for name, col in (("sop_loss", "loss_cost"), ("sop_delay", "delay_cost"), ("sop_both", "both_cost")):
-        out[name] = (M_(float(it.loc["sop", col]), shown=f"{it.loc['sop', col]:.2f} (none {it.loc['sop', 'none']:.2f})",
+        out[name] = (Measure(float(it.loc["sop", col]), shown=f"{it.loc['sop', col]:.2f} (none {it.loc['sop', 'none']:.2f})",
                         source=srci) if "sop" in it.index else None)
     for name, p in (("sop_interaction", "sop"), ("react_interaction_negative", "react"),
                     ("reflection_interaction_negative", "reflection")):
-        out[name] = (M_(float(it.loc[p, "interaction"]), float(it.loc[p, "interaction_lo"]),
+        out[name] = (Measure(float(it.loc[p, "interaction"]), float(it.loc[p, "interaction_lo"]),
                         float(it.loc[p, "interaction_hi"]), source=srci,
                         shown=_interval(it.loc[p, "interaction"], it.loc[p, "interaction_lo"],
                                         it.loc[p, "interaction_hi"])) if p in it.index else None)
@@ -292,7 +292,7 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
     if len(gate):
         changed = int(fam[fam.policy == GATE][["changed_alone_n", "changed_removed_n"]].to_numpy().sum())
         distinct = int(gate["mean_gap"].nunique())
-        out["gate_flat"] = M_(distinct == 1 and changed == 0, source=src6,
+        out["gate_flat"] = Measure(distinct == 1 and changed == 0, source=src6,
                               shown=f"{distinct} distinct mean gap(s) over {len(gate)} arms; actions changed in "
                                     f"{changed} episode comparisons")
     else:
@@ -315,7 +315,7 @@ def _loss_dominates(t6: pd.DataFrame, by: pd.DataFrame, ungated: list[str], src:
     alone = {p: float(by.loc[("loss", p), "alone"]) for p in hurt}
     share = sum(alone.values()) / sum(damage[p] for p in hurt)
     most = [p for p in hurt if alone[p] > damage[p] / 2]
-    return M_(share > 0.5, source=src,
+    return Measure(share > 0.5, source=src,
               shown=f"loss alone is {share:.1%} of the damage pooled over the {len(hurt)} ungated policies the "
                     f"profile hurts (all - none ${sum(damage[p] for p in hurt):.2f}, loss alone "
                     f"${sum(alone.values()):.2f}); per policy more than half for {len(most)} of {len(hurt)}: "

@@ -23,7 +23,7 @@ import itertools
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import Measure as M_
+from finbench.analysis.claims import Measure
 from finbench.analysis.claims import claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.sim.economics import Costs
@@ -157,10 +157,10 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
     table = tables["cost_sweep"]
     n, src = len(table), "tables/cost_sweep.csv"
     same = int(table.same_as_default.sum())
-    out = {"ordering_stable": M_(same, shown=f"{same} of {n}", source=src), "gate_ahead_everywhere": None}
+    out = {"ordering_stable": Measure(same, shown=f"{same} of {n}", source=src), "gate_ahead_everywhere": None}
     if "gate_ahead" in table and n:
         ahead = int(table.gate_ahead.sum())
-        out["gate_ahead_everywhere"] = M_(ahead, source=src,
+        out["gate_ahead_everywhere"] = Measure(ahead, source=src,
                                           shown=f"{ahead} of {n}; smallest margin ${table.gate_margin.min():.2f}")
     return out
 

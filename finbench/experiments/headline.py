@@ -15,7 +15,7 @@ import pandas as pd
 
 from finbench.sim import constants as C
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import Measure as M_
+from finbench.analysis.claims import Measure
 from finbench.analysis.claims import claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.policies import UNGATED
@@ -187,29 +187,29 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
             other, whose = versus
             if other is not None:
                 shown += f" ({whose} {other:.{1 if unit == '%' else 2}f})"
-        return M_(x, shown=shown, source=src, versus=other)
+        return Measure(x, shown=shown, source=src, versus=other)
 
     others = [p for p in unpriv if p != GATE]
     gate_ratio = None
     if GATE in t.index:
         lo, hi = float(t.loc[GATE, "gap_lo"]), float(t.loc[GATE, "gap_hi"])
-        gate_ratio = M_(hi / lo if lo > 0 else None, source=src2,
+        gate_ratio = Measure(hi / lo if lo > 0 else None, source=src2,
                         shown=f"{hi / lo:.2f}x: [{lo:.2f}, {hi:.2f}]" if lo > 0 else f"[{lo:.2f}, {hi:.2f}]: no ratio")
     gate_flat = None
     if GATE in t.index:
         ex, pk = float(t.loc[GATE, "exact_pct"]), float(t.loc[GATE, f"pass{k}_pct"])
-        gate_flat = M_(pk - ex, shown=f"{ex:.1f}% -> {pk:.1f}% (pass^{k} - exact = {pk - ex:+.1f} pp)", source=src2)
+        gate_flat = Measure(pk - ex, shown=f"{ex:.1f}% -> {pk:.1f}% (pass^{k} - exact = {pk - ex:+.1f} pp)", source=src2)
 
     def collapse(p):
         if p not in t.index:
             return None
         ratio = float(t.loc[p, f"pass{k}_pct"] / t.loc[p, "exact_pct"])
-        return M_(ratio, shown=f"{t.loc[p, 'exact_pct']:.1f}% -> {t.loc[p, f'pass{k}_pct']:.1f}% (kept {ratio:.1%})",
+        return Measure(ratio, shown=f"{t.loc[p, 'exact_pct']:.1f}% -> {t.loc[p, f'pass{k}_pct']:.1f}% (kept {ratio:.1%})",
                   source=src2)
 
     gate = GATE in t.index
     out = {
-        "episodes": M_(int(t2["episodes"].sum()), shown=f"{int(t2['episodes'].sum()):,}", source=src2),
+        "episodes": Measure(int(t2["episodes"].sum()), shown=f"{int(t2['episodes'].sum()):,}", source=src2),
         "gate_exact": cell(GATE, "exact_pct", versus=best("exact_pct", others)),
         "gate_gap": cell(GATE, "mean_gap", unit="$", versus=best("mean_gap", others, lowest=True)),
         "gate_interval_threefold": gate_ratio,
@@ -219,21 +219,21 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
         "sop_exact": cell("sop", "exact_pct"), "sop_passk": cell("sop", f"pass{k}_pct"), "sop_collapse": collapse("sop"),
         "optimistic_exact": cell("optimistic", "exact_pct",
                                  versus=best("exact_pct", [p for p in others if p != "optimistic"])),
-        "optimistic_second": (M_(by_exact.index("optimistic") + 1, shown="by exact: " + ", ".join(by_exact),
+        "optimistic_second": (Measure(by_exact.index("optimistic") + 1, shown="by exact: " + ", ".join(by_exact),
                                  source=src2) if "optimistic" in by_exact else None),
-        "gate_minus_react": (M_(-float(t.loc["react", "diff_to_gate"]), -float(t.loc["react", "diff_hi"]),
+        "gate_minus_react": (Measure(-float(t.loc["react", "diff_to_gate"]), -float(t.loc["react", "diff_hi"]),
                                 -float(t.loc["react", "diff_lo"]),
                                 shown=_ci(-t.loc["react", "diff_to_gate"], -t.loc["react", "diff_hi"],
                                           -t.loc["react", "diff_lo"], "{:.2f}"), source=src2)
                              if gate and "react" in t.index and "diff_to_gate" in t.columns else None),
-        "gate_below_every_ungated": (M_(sum(t.loc[p, "diff_lo"] > 0 for p in ungated),
+        "gate_below_every_ungated": (Measure(sum(t.loc[p, "diff_lo"] > 0 for p in ungated),
                                         shown="; ".join(f"{p} {_ci(t.loc[p, 'diff_to_gate'], t.loc[p, 'diff_lo'], t.loc[p, 'diff_hi'], '{:+.2f}')}"
                                                         for p in ungated), source=src2)
                                      if gate and "diff_lo" in t.columns else None),
-        "gate_exact_archetypes": (M_(int((a3[GATE] >= 100 - 1e-9).sum()), source=src3,
+        "gate_exact_archetypes": (Measure(int((a3[GATE] >= 100 - 1e-9).sum()), source=src3,
                                      shown=", ".join(a for a in a3.index if a3.loc[a, GATE] >= 100 - 1e-9))
                                   if GATE in a3.columns else None),
-        "gate_unresolvable_loss": (M_(float(g3.loc["unresolvable", GATE]), source=src3g,
+        "gate_unresolvable_loss": (Measure(float(g3.loc["unresolvable", GATE]), source=src3g,
                                       shown=f"{g3.loc['unresolvable', GATE]:.2f}")
                                    if GATE in g3.columns and "unresolvable" in g3.index else None),
         "unresolvable_gamblers": _gamblers(counts, "unresolvable", others, srcc),
@@ -249,7 +249,7 @@ def _archetype_count(a3: pd.DataFrame, archetype: str, policies: list, test, src
     if archetype not in a3.index:
         return None
     hit = [p for p in policies if p in a3.columns and test(a3.loc[archetype, p])]
-    return M_(len(hit), shown=f"{len(hit)}: {', '.join(hit) or 'none'}", source=src)
+    return Measure(len(hit), shown=f"{len(hit)}: {', '.join(hit) or 'none'}", source=src)
 
 
 def _gamblers(counts: pd.DataFrame, archetype: str, policies: list, src: str):
@@ -261,7 +261,7 @@ def _gamblers(counts: pd.DataFrame, archetype: str, policies: list, src: str):
     mine = [p for p in policies if p in c.index]
     ship = [p for p in mine if c.loc[p, "exact_by_ship"] > 0]
     any_exact = [p for p in mine if c.loc[p, "exact"] > 0]
-    return M_(len(ship), source=src,
+    return Measure(len(ship), source=src,
               shown=f"{len(ship)}: {', '.join(ship) or 'none'} (exact on {archetype} by shipping); exact there by any "
                     f"disposition: {len(any_exact)} ({', '.join(any_exact) or 'none'})")
 
@@ -276,7 +276,7 @@ def _negative_only_on(counts: pd.DataFrame, archetype: str, src: str):
     n = int(by_arch.sum())
     mine = counts[(counts["archetype"] == archetype) & (counts["negative_gap"] > 0)]
     pols = ", ".join(f"{p} {int(x)}" for p, x in zip(mine["policy"], mine["negative_gap"]))
-    return M_(n > 0 and set(by_arch.index) == {archetype}, source=src,
+    return Measure(n > 0 and set(by_arch.index) == {archetype}, source=src,
               shown=f"{n} episodes with a negative gap: " + (", ".join(f"{a} {int(x)}" for a, x in by_arch.items())
                                                              or "none") + (f" ({pols})" if pols else ""))
 
@@ -288,7 +288,7 @@ def _pair(pairs: pd.DataFrame, a: str, b: str, src: str):
         return None
     r = sel.iloc[0]
     d = float(r["diff"])  # (r.diff is the Series method)
-    return M_(d, float(r.diff_lo), float(r.diff_hi), source=src,
+    return Measure(d, float(r.diff_lo), float(r.diff_hi), source=src,
               shown=f"paired {_ci(d, r.diff_lo, r.diff_hi, '{:+.2f}')}; unpaired "
                     f"[{r.unpaired_lo:+.2f}, {r.unpaired_hi:+.2f}]")
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from finbench.sim import constants as C
 from finbench.analysis.claims import Claim, claims_notes, claims_of, from_tables
-from finbench.analysis.claims import Measure as M_
+from finbench.analysis.claims import Measure
 from finbench.analysis.publish import TableSpec
 from finbench.sim.corpus import Corpus
 from finbench.errors import bad, check_int
@@ -313,15 +313,15 @@ def measures(tables: dict) -> dict:
     kinds = ", ".join(f"{t} ({a})" for t, a in zip(b["task_id"], b["archetype"])) or "none"
     gain = float(table["double_charge_gain"].max()) if n else float("nan")
     return {
-        "reference_beaten": M_(k, shown=f"{k} of {n}: {kinds}", source=SOURCE),
-        "beaten_late_chargeback": M_(len(b) > 0 and bool((b["archetype"] == "late_chargeback").all()),
+        "reference_beaten": Measure(k, shown=f"{k} of {n}: {kinds}", source=SOURCE),
+        "beaten_late_chargeback": Measure(len(b) > 0 and bool((b["archetype"] == "late_chargeback").all()),
                                      shown=f"beaten: {kinds}",
                                      source=SOURCE),
-        "reference_premature": (M_(prem["pct"], source=SOURCE,
+        "reference_premature": (Measure(prem["pct"], source=SOURCE,
                                    shown=f"{prem['pct']:.2f}% ({prem['premature']} of {prem['episodes']} tasks)")
                                 if prem else None),
         # no winning plan charges twice, and charging twice never beats every plan that does not
-        "no_double_charge": M_(not bool(b["double_charge"].any()) and gain <= BEATEN_TOL, source=SOURCE,
+        "no_double_charge": Measure(not bool(b["double_charge"].any()) and gain <= BEATEN_TOL, source=SOURCE,
                                shown=f"winning plans: {', '.join(b['best_plan']) or 'none'}; charging twice adds "
                                      f"at most ${gain:.2f} on any sampled task"),
     }

@@ -24,7 +24,7 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import Measure as M_
+from finbench.analysis.claims import Measure
 from finbench.analysis.claims import claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.registry import DEFAULT_POLICIES
@@ -178,18 +178,18 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
     none = diffs[(diffs["probe"] == "none") & ~diffs["comparison"].str.contains("@")]
     best = None
     if len(none):
-        best = M_(bool((none["estimate"] > 0).all() and (none["lo"] > 0).all()), source=srcd,
+        best = Measure(bool((none["estimate"] > 0).all() and (none["lo"] > 0).all()), source=srcd,
                   shown="; ".join(f"{r.comparison} {_ci(r.estimate, r.lo, r.hi)}" for r in none.itertuples()))
     vs = diffs[diffs["comparison"] == f"{RECONCILER}@none - {GATE}@full"]
     within = None
     if len(vs):
         r = vs.iloc[0]
-        within = M_(float(r["estimate"]), float(r["lo"]), float(r["hi"]), source=srcd,
+        within = Measure(float(r["estimate"]), float(r["lo"]), float(r["hi"]), source=srcd,
                     shown=f"{RECONCILER}@none - {GATE}@full {_ci(r['estimate'], r['lo'], r['hi'])}")
     uses = None
     if ("full", RECONCILER) in t.index:
         used = float(t.loc[("full", RECONCILER), "probe_calls"])
-        uses = M_(used, shown=f"{used:.2f} probe calls per episode under full", source=src8)
+        uses = Measure(used, shown=f"{used:.2f} probe calls per episode under full", source=src8)
     return {"reconciler_best_without_probe": best, "reconciler_none_within_gate_full": within,
             "reconciler_uses_probe": uses}
 

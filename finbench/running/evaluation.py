@@ -218,7 +218,11 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         policy's label to how many of its episodes came from the cache (0: all played now).
 
     Raises:
-        PolicyError: an unknown policy or knob, or two policies with one label.
+        PolicyError: an unknown policy or knob, two policies with one label, or a policy that
+            cannot be made (a factory that fails, an object that cannot be copied, a bad `cache_id`).
+        FinbenchError: any other argument out of its domain (not a `Corpus`, an empty one, seeds
+            that are not distinct integers >= 0, a profile, costs, probe mode, `n_jobs` or `cache`
+            of the wrong kind). `PolicyError` is a `FinbenchError` too.
     """
     import pandas as pd
 
