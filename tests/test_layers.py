@@ -112,3 +112,41 @@ def test_the_walk_sees_a_known_import(module):
     """The checks above read real imports: world imports faults, faults imports rng."""
     targets = {t for t, *_ in _imports(MODULES[module])}
     assert {"finbench.sim.rng"} <= targets
+
+
+def test_the_fast_path_names_the_module_that_holds_the_nine_policies():
+    """`sim/play.py` may not import `agents` (a lower layer never imports a higher one), so it names the
+    module whose policies take the fast path as a string, `TRUSTED_MODULE`. The string and the nine
+    classes must not drift apart: were the policies moved (or the string mistyped), no built-in policy
+    would take the fast path any more, and nothing else would say so."""
+    import importlib
+
+    from finbench.agents.policies import POLICIES
+    from finbench.sim.play import TRUSTED_MODULE, trusted
+
+    assert len(POLICIES) == 9
+    assert {cls.__module__ for cls in POLICIES.values()} == {TRUSTED_MODULE}
+    assert importlib.import_module(TRUSTED_MODULE).POLICIES is POLICIES
+    assert MODULES[TRUSTED_MODULE].name == "policies.py" and _layer(TRUSTED_MODULE) == "agents"
+    not_fast = [name for name, cls in POLICIES.items() if not trusted(cls())]
+    assert not not_fast, f"built-in policies that would not take the fast path: {not_fast}"
+
+
+def test_experiments_are_loaded_only_through_the_package_registry():
+    """`finbench.experiments.NAMES` is every experiment module; none imports another or uses importlib."""
+    import finbench.experiments as E
+
+    folder = PKG / "experiments"
+    modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert modules and set(E.NAMES) == modules
+    bad = []
+    for name in modules:
+        path = folder / f"{name}.py"
+        if "importlib" in path.read_text():
+            bad.append(f"{name}: importlib")
+        for target, line, _, _ in _imports(path):
+            if target.startswith("finbench.experiments.") and target.split(".")[2] in modules:
+                bad.append(f"{name}:{line} imports {target}")
+    assert not bad, bad
+    with pytest.raises(E.FinbenchError, match="must be one of"):
+        E.experiment("headlines")

@@ -27,4 +27,28 @@ imports another: what two share lives a layer down (`analysis.metrics`,
 - `probe_arms`: Table VIII, every policy (and the `reconciler`) under five probe modes.
 - `exploits`: can the score be gamed? Adversarial plans on every task, the break-even dispute fee.
 - `claims`: every experiment's claims in one report (notebook `99_claims`).
+
+The claims report reads the others through `experiment(name)`, the one place
+that loads an experiment by name (`NAMES`); a test holds `NAMES` to the folder
+and checks that no experiment module imports another or loads one otherwise.
 """
+from __future__ import annotations
+
+import importlib
+
+from finbench.errors import FinbenchError
+
+NAMES = ("headline", "twins", "model_arm", "ablation", "tuning", "cost_sweep", "plan_search", "effects",
+         "probe_arms", "splits", "exploits", "claims")
+"""Every experiment module, by the name of its notebook (without the number)."""
+
+
+def experiment(name: str):
+    """The experiment module `name` (one of `NAMES`), loaded on first use.
+
+    Raises:
+        FinbenchError: not one of `NAMES`.
+    """
+    if name not in NAMES:
+        raise FinbenchError(f"experiment: name must be one of {', '.join(NAMES)}, got {name!r}")
+    return importlib.import_module(f"{__name__}.{name}")

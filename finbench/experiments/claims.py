@@ -12,15 +12,13 @@ majority verdicts, so they are not repeated as rows.
     claims.stale("tables")                   # experiments whose claims_<name>.csv no longer matches its tables
     fig = claims.figure(rows)                # verdicts per section
 
-This module reads every experiment's tables; it is the one place that imports
-the experiment modules (they never import each other).
+This module reads every experiment's tables, loading each module through the
+package's `experiment(name)` (experiment modules never import each other).
 """
 from __future__ import annotations
 
-import importlib
 import io
 import math
-import pkgutil
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +26,7 @@ import pandas as pd
 
 from finbench.analysis.claims import VERDICTS, claims_frame, paper_text
 from finbench.analysis.tables import read_table
+from finbench.experiments import NAMES, experiment
 
 NAME = "claims"
 EXPERIMENTS = ("headline", "twins", "model_arm", "ablation", "tuning", "cost_sweep", "plan_search", "probe_arms",
@@ -47,15 +46,15 @@ __all__ = ["ACROSS", "ASIDE", "EXPERIMENTS", "README_BEGIN", "README_END", "as_w
 def modules() -> dict:
     """Every experiment module that can recompute its claims from tables, by name (for checks)."""
     out = {}
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        mod = importlib.import_module(f"finbench.experiments.{info.name}")
+    for name in NAMES:
+        mod = experiment(name)
         if hasattr(mod, "claims_from_tables"):
             out[mod.NAME] = mod
     return out
 
 
 def _module(name: str):
-    return importlib.import_module(f"finbench.experiments.{name}")
+    return experiment(name)
 
 
 def _across(tables: Path) -> pd.DataFrame | None:
