@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
+from finbench.files import at_root
 from finbench.errors import PolicyError, show
 
 __all__ = ["AgentExit", "AgentTimeout", "Guarded", "cmd_eval", "plain", "public_tasks"]
@@ -137,9 +138,10 @@ def public_tasks(task_ids):
 
 
 def _default_out(label: str) -> Path:
-    """build/eval/<name>/, refused (64) when the name cannot be a folder's or the folder cannot be written."""
+    """build/eval/<name>/ under the repository root (not the working directory), refused (64) when the
+    name cannot be a folder's or the folder cannot be written."""
     slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label).strip(".") or "agent"
-    out = Path("build") / "eval" / slug
+    out = at_root(Path("build") / "eval" / slug)
     size = len(os.fsencode(slug))
     if size > 255:
         raise _Refused(EXIT_USAGE, f"the agent's name {show(label)} is {size} bytes, too long for the folder "

@@ -24,7 +24,7 @@ README = (ROOT / "README.md").read_text()
 
 AGENTS = '''
 class Patient:
-    """Ship once the processor reports the capture settled; escalate near the deadline."""
+    """Ship once the processor reports the capture settled; escalate near the deadline (40 probes of 5 ticks run out first, at t=320: its card says so)."""
     name = "patient"
     def begin(self, brief):
         self.order = brief["order_id"]
@@ -271,10 +271,13 @@ def test_module_name_form(tmp_path, monkeypatch, capsys):
     (tmp_path / "my_agents_mod.py").write_text(AGENTS)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FINBENCH_ROOT", str(tmp_path / "root"))
     code, out, err = run_eval(capsys, "my_agents_mod:Patient", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
                               "--no-cache")
     assert code == 0, err
-    assert (tmp_path / "build" / "eval" / "patient" / "report.md").is_file()  # the default folder
+    # the default folder is the repository's build/, not the working directory's
+    assert (tmp_path / "root" / "build" / "eval" / "patient" / "report.md").is_file()
+    assert not (tmp_path / "build").exists()
     assert "> patient" in out
 
 

@@ -336,6 +336,7 @@ def test_an_unwritable_out_exits_64(doors, tmp_path, capsys, monkeypatch):
 
 def test_a_name_too_long_for_the_default_folder_exits_64(doors, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FINBENCH_ROOT", str(tmp_path))
     got, out, err = run_eval(capsys, f"{doors}:Long", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
                              "--no-cache")
     assert got == 64, err
