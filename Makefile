@@ -7,7 +7,7 @@ export PYTHONPATH := $(CURDIR)
 export SOURCE_DATE_EPOCH := 0
 export MPLBACKEND := Agg
 
-.PHONY: all venv test reproduce reproduce-paper check bench lab eval mutate clean
+.PHONY: all venv test test-fast reproduce reproduce-paper check bench lab eval mutate clean
 
 all: test
 
@@ -27,6 +27,13 @@ $(STAMP): requirements.txt pyproject.toml
 # skips __main__.py for doctests, the flag says so here and keeps it so under any pytest.
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --doctest-modules \
+		--ignore=finbench/__main__.py tests finbench
+
+# the fast tier, about a minute on 2 cores: every test but those marked slow (a notebook, a full-size corpus,
+# a subprocess or a server: `pytest.mark.slow`, registered in tests/conftest.py), and the docstring examples.
+# `make mutate` runs its tests (under tests/) against each mutant; `make test` stays the whole suite.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "not slow" --doctest-modules \
 		--ignore=finbench/__main__.py tests finbench
 
 # every notebook at full size: tables/ and figures/ regenerate byte-identically
@@ -63,8 +70,9 @@ lab: $(STAMP)
 	env -u MPLBACKEND $(PY) -m jupyterlab --no-browser --allow-root --ServerApp.ip=$(LAB_IP) \
 		--ServerApp.port=$(LAB_PORT) '--ServerApp.root_dir=$(CURDIR)'
 
-# mutation testing (mutmut; what and with which tests: setup.cfg) of the engine's economics, faults
-# and worlds, the policies, re-pricing and the grader, against the fast tests: docs/mutation.md says
+# mutation testing (mutmut; what and with which tests: setup.cfg) of the engine, the grader, the policies,
+# the runners and the analysis, against the fast tier (`make test-fast`'s tests under tests/, -m "not slow";
+# each mutant runs only the tests that reach it, the fastest first): docs/mutation.md says
 # per module how many mutants the tests killed and lists each survivor with its triage
 # (docs/mutation_triage.csv). From scratch by default: ~2,900 mutants, hours on 2 shared cores
 # (economics 17 min, re-pricing 3, faults 40, grading 41 at two jobs; policies 108 at one job on a

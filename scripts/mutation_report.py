@@ -10,6 +10,11 @@ docs/mutation_triage.csv (`equivalent`: no test can tell it from the original, a
 when the function changes, so a row is found by its name or, failing that, by its function
 and the exact change it describes; a mutant with no such row is listed as untriaged.
 
+A module with no checked mutant in mutants/ (a fresh clone, or a run that re-tested other
+modules only) keeps the row and the survivors the page last reported for it, with the commit it
+was measured at; a survivor of such a row whose triage row is gone (its code deleted, or a test
+added that kills it) is left out and counted. A module never measured is listed as such.
+
 Run alone (`.venv/bin/python scripts/mutation_report.py`) to rewrite the page from the
 last results without running anything.
 """
@@ -32,13 +37,18 @@ OUT = ROOT / "docs" / "mutation.md"
 TRIAGE = ROOT / "docs" / "mutation_triage.csv"
 COLUMNS = ("killed", "survived", "timeout", "error", "other", "not checked")
 VERDICTS = ("equivalent", "gap")
+GONE = "Gone since that run: "
 
 
 def config() -> tuple[list[str], list[str], list[str]]:
+    """The source paths, the mutated files' patterns and the tests: the selection, with the marker
+    expression of pytest_add_cli_args (`-m`, the fast tier's "not slow") when there is one."""
     cp = configparser.ConfigParser()
     cp.read(ROOT / "setup.cfg")
     lines = lambda key: [x.strip() for x in cp.get("mutmut", key, fallback="").splitlines() if x.strip()]
-    return lines("source_paths"), lines("only_mutate"), lines("pytest_add_cli_args_test_selection")
+    args = lines("pytest_add_cli_args")
+    marks = [f'-m "{args[i + 1]}"' for i, a in enumerate(args[:-1]) if a == "-m"]
+    return lines("source_paths"), lines("only_mutate"), lines("pytest_add_cli_args_test_selection") + marks
 
 
 def modules(source_paths: list[str], patterns: list[str]) -> list[str]:
@@ -102,6 +112,32 @@ def git(*args: str) -> str:
         return ""
 
 
+def previous() -> dict[str, dict]:
+    """What the page reported last, per module: its counts, the commit it was measured at and its
+    survivors' table rows (short mutant name -> row)."""
+    if not OUT.exists():
+        return {}
+    text = OUT.read_text()
+    source = next((line.split("commit ", 1)[1].split()[0].rstrip(".") for line in text.splitlines()
+                   if line.startswith("Source: commit ")), "?")
+    out: dict[str, dict] = {}
+    section = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `") else []
+        if line.startswith("### `"):
+            section = out.setdefault(line[5:].rstrip("`"), {"rows": {}})
+        elif line.startswith(GONE) and section is not None:
+            section["gone"] = int(line[len(GONE):].split()[0])
+        elif cells and section is None and cells[0].startswith("`finbench/"):
+            counts = dict(zip(COLUMNS, map(int, cells[1:7])))
+            section = None
+            out.setdefault(cells[0].strip("`"), {"rows": {}}).update(
+                counts=counts, total=int(cells[7]), at=cells[9].strip("`") if len(cells) > 9 else source)
+        elif cells and section is not None:
+            section["rows"][cells[0].strip("`")] = line
+    return {m: v for m, v in out.items() if "counts" in v}
+
+
 def main() -> None:
     source_paths, patterns, selection = config()
     mods = modules(source_paths, patterns)
@@ -109,17 +145,26 @@ def main() -> None:
     by_change = {}
     for name, note in notes.items():
         by_change.setdefault((function(name), " ".join(note["change"].split())), note)
-    rows, survivors, codes_of = [], {}, {}
+    rows, survivors, codes_of, carried = [], {}, {}, {}
     total = Counter()
+    last = previous()
+    head = git("rev-parse", "--short", "HEAD")
     for mod in mods:
         meta = ROOT / "mutants" / f"{mod}.meta"
         codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
-        codes_of.update(codes)
         c = Counter(status(v) for v in codes.values())
         n = sum(c.values())
+        at = (head or "?") + ("*" if git("status", "--porcelain", "--", mod) else "")
+        if n - c["not checked"] == 0 and mod in last:  # not measured here: the page's last report of it
+            c, n, at = Counter(last[mod]["counts"]), last[mod]["total"], last[mod]["at"]
+            carried[mod] = last[mod]["rows"]
+            codes = {}
+        elif n == 0:
+            at = "never"
+        codes_of.update(codes)
         total.update(c)
         total["total"] += n
-        rows.append((mod, c, n))
+        rows.append((mod, c, n, at))
         survivors[mod] = sorted((k for k, v in codes.items() if status(v) in ("survived", "other")),
                                 key=lambda k: (k.rpartition("__mutmut_")[0], int(k.rpartition("__mutmut_")[2])))
 
@@ -127,8 +172,6 @@ def main() -> None:
         checked = n - c["not checked"]
         return f"{100 * (c['killed'] + c['timeout'] + c['error']) / checked:.1f}%" if checked else "–"
 
-    head = git("rev-parse", "--short", "HEAD")
-    dirty = git("status", "--porcelain", "--", *mods)
     out = [
         "# Mutation testing",
         "",
@@ -138,25 +181,41 @@ def main() -> None:
         "tests: `setup.cfg`, section `[mutmut]`. The triage of the survivors: "
         "`docs/mutation_triage.csv`.",
         "",
-        f"Source: commit {head or '?'}" + (" with uncommitted changes to the mutated modules." if dirty else "."),
-        "Tests: " + ", ".join(f"`{t}`" for t in selection) + ".",
+        f"Source: commit {head or '?'}; each module's row says the commit it was measured at (`*`: with "
+        "uncommitted changes to it; a row measured at an earlier commit is the last report of a module not "
+        "re-run since, kept by the script; *never*: not measured yet).",
+        "Tests: " + ", ".join(f"`{t}`" for t in selection) + " (`make test-fast`'s tests).",
         "",
         "Score = (killed + timeout + error) / (mutants checked). *Error*: under the mutant pytest could "
         "not even run the selected tests (a test's parameters are computed by mutated code, so its id "
         "changed): detected, but not by a failing assertion. *Other*: no test reaches the mutant, or "
         "the run ended otherwise (suspicious, crashed); *not checked*: not run yet.",
         "",
-        "| module | killed | survived | timeout | error | other | not checked | total | score |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| module | killed | survived | timeout | error | other | not checked | total | score | measured at |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for mod, c, n in rows:
-        out.append(f"| `{mod}` | " + " | ".join(str(c[k]) for k in COLUMNS) + f" | {n} | {score(c, n)} |")
+    for mod, c, n, at in rows:
+        out.append(f"| `{mod}` | " + " | ".join(str(c[k]) for k in COLUMNS) + f" | {n} | {score(c, n)} | `{at}` |")
     out.append("| **all** | " + " | ".join(str(total[k]) for k in COLUMNS)
-               + f" | {total['total']} | {score(total, total['total'])} |")
+               + f" | {total['total']} | {score(total, total['total'])} | |")
 
     counts = Counter()
     sections = []
     for mod in mods:
+        if mod in carried:
+            dotted = mod[:-len(".py")].replace("/", ".").removesuffix(".__init__")
+            kept = [row for short, row in carried[mod].items() if f"{dotted}.{short}" in notes]
+            gone = last[mod].get("gone", 0) + len(carried[mod]) - len(kept)
+            if kept or gone:
+                sections += ["", f"### `{mod}`", ""]
+            if gone:
+                sections += [f"{GONE}{gone} of its survivors (their code deleted, or a test added that kills "
+                             "them): `make mutate MUTATE=" + mod + "` recounts.", ""]
+            if kept:
+                sections += ["| mutant | status | change | verdict | why |", "| --- | --- | --- | --- | --- |", *kept]
+            for row in kept:
+                counts["gap" if "**gap**" in row else "untriaged" if "**untriaged**" in row else "equivalent"] += 1
+            continue
         if not survivors[mod]:
             continue
         sections += ["", f"### `{mod}`", "", "| mutant | status | change | verdict | why |",

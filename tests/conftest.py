@@ -15,6 +15,23 @@ settings.register_profile("repo", derandomize=True, deadline=None, max_examples=
 settings.load_profile("repo")
 
 
+SLOW = ("slow: a test that runs a notebook, plays a full-size corpus, starts a subprocess or a server, "
+        "or otherwise takes seconds; `make test-fast` (-m 'not slow') leaves it out, `make test` runs it")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", SLOW)
+
+
+SLOW_ELSEWHERE = frozenset({
+    # runs each drawing command the card prints in a subprocess (under mutmut's coverage run such a child,
+    # importing the mutated package from another folder, cannot find mutmut's configuration)
+    "tests/test_card.py::test_the_episodes_it_loses_most_against_the_gate_each_with_a_command_that_draws_it",
+})
+"""Slow tests of modules whose owners have not marked them yet (`@pytest.mark.slow` in the module is the
+place for it: move the mark there, and the entry out of here, when the module is next edited)."""
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for `pytest -n 2 --dist loadgroup` (what `make test` runs): a test module stays on one
@@ -26,7 +43,14 @@ def pytest_collection_modifyitems(config, items):
     `@group` suffix of each node id, by which the scheduler groups) and the suffix is checked after it:
     under pytest 9.2 xdist 3.8's suffix does not take (it writes `_nodeid`, pytest now reads a structured
     id; pytest-dev/pytest-xdist#1386), so that every test would be its own group, module fixtures built on
-    both workers and a notebook executed on each worker that asks for it."""
+    both workers and a notebook executed on each worker that asks for it.
+
+    A test that reads an executed notebook (the `executed` fixture) is marked `slow` here, wherever it
+    lives: the first such test of a session executes the notebook. The marks go on before `-m` reads them
+    (the mark plugin's own hook runs inside this wrapper)."""
+    for item in items:
+        if "executed" in getattr(item, "fixturenames", ()) or item.nodeid.split("[")[0] in SLOW_ELSEWHERE:
+            item.add_marker(pytest.mark.slow)
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
@@ -57,6 +81,23 @@ def _suffix_group(item) -> None:
         item._id = NodeId.parse(f"{nodeid}@{group}")
     else:
         item._nodeid = f"{nodeid}@{group}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _episode_cache_of_this_run(tmp_path_factory):
+    """Under mutmut (`make mutate`, which sets MUTANT_UNDER_TEST) the default episode cache is a folder of
+    this run's own. The cache key holds a digest of the source, and every mutant of a module lives in the
+    same mutated file, so rows one mutant wrote to `data/cache/` would be served to the next: a test that
+    evaluates with the default cache would then see the earlier mutant's rows, not its own."""
+    if "MUTANT_UNDER_TEST" not in os.environ:
+        yield
+        return
+    from finbench.running import evaluation
+
+    kept = evaluation.CACHE_DIR
+    evaluation.CACHE_DIR = tmp_path_factory.mktemp("episode-cache-of-this-mutant")
+    yield
+    evaluation.CACHE_DIR = kept
 
 
 @pytest.fixture(scope="session")

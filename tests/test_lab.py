@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts JupyterLab in a subprocess (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOT_S = 60        # the server (and then the kernel) must answer within this
 STOP_S = 30        # SIGTERM, then SIGKILL after this

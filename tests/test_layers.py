@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,8 @@ def test_function_level_imports_say_why():
     assert not unexplained, "\n".join(unexplained)
 
 
+@pytest.mark.skipif("MUTANT_UNDER_TEST" in os.environ,
+                    reason="under mutmut every file holds all its mutants: its length says nothing of the source")
 def test_rooms_are_small():
     top = sorted(p.name for p in PKG.glob("*.py"))
     assert 0 < len(top) <= 10, top

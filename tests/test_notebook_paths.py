@@ -15,7 +15,7 @@ from finbench.files import ROOT_VARIABLE, at_root, root
 from finbench.pipeline import run_notebook
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.xdist_group("notebook-paths")
+pytestmark = [pytest.mark.xdist_group("notebook-paths"), pytest.mark.slow]  # runs notebooks: slow
 
 
 def _tree(folder: Path) -> set[str]:

@@ -10,6 +10,8 @@ import finbench as fb
 from finbench.pipeline import notebooks, run_notebook
 from finbench.analysis.tables import read_table
 
+pytestmark = pytest.mark.slow  # executes every notebook (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_RUN = {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1}
 

@@ -55,8 +55,10 @@ class Routine(Policy):
         self._started = False
 
     def act(self, obs):
-        self.now = obs.get("t", self.now)
-        self.calls_left = obs.get("calls_left", self.calls_left)
+        # the first act receives the brief (play: obs = brief), every later one an open case's
+        # observation: each carries t and calls_left
+        self.now = obs["t"]
+        self.calls_left = obs["calls_left"]
         try:
             if not self._started:
                 self._started = True
@@ -133,7 +135,7 @@ class RandomPolicy(Policy):
 
     def begin(self, brief, resolution=None):
         super().begin(brief, resolution)
-        self.rng = generator("random-policy", brief["order_id"], brief.get("seed", 0))
+        self.rng = generator("random-policy", brief["order_id"], brief["seed"])  # every brief carries its seed
         self.fresh = 1
 
     def act(self, obs):
@@ -303,8 +305,7 @@ class ReAct(Routine):
         if not self.pause:
             return verdict
         yield self.wait(self.pause)
-        again = yield from self.observe(track)
-        return verdict if again == verdict else again
+        return (yield from self.observe(track))  # the second look decides: it agrees, or it is what it acts on
 
     def run(self):
         track, retried = C.ORIGINAL_CAPTURE, False
@@ -329,8 +330,7 @@ class ReAct(Routine):
                 return
             if decision == "failed" and not retried and self.calls_left >= 2 + final:
                 obs = yield self.call("retry_capture", idempotency_key="key-2")
-                track = (obs.get("result") or {}).get("receipt", track)
-                retried = True
+                track, retried = obs["result"]["receipt"], True  # a retry on the case order always answers with one
                 continue
             if decision == "pending" and not (self.now + 2 + to_act > C.SHIP_BY or self.calls_left < 2 + final):
                 continue  # the second look disagreed and there is room: keep observing
@@ -362,7 +362,7 @@ class FinalityGate(Routine):
 
     def run(self):
         track, retried = C.ORIGINAL_CAPTURE, False
-        probe_ticks = self.brief.get("tool_ticks", {}).get("probe_processor", 5)
+        probe_ticks = self.brief["tool_ticks"]["probe_processor"]  # every brief says what a probe costs
         while True:
             obs = yield self.call("probe_processor")
             verdict = probe_verdict(obs, track)
@@ -374,16 +374,17 @@ class FinalityGate(Routine):
                     yield self.call("write_off")
                     return
                 obs = yield self.call("retry_capture", idempotency_key="key-2")
-                track, retried = (obs.get("result") or {}).get("receipt", "cap-2"), True
+                track, retried = obs["result"]["receipt"], True  # a retry on the case order always answers with one
                 continue
             if self.now + probe_ticks + 2 > C.SHIP_BY or self.calls_left < 3:
                 yield self.call("escalate")
                 return
-            if "unavailable" in (obs.get("result") or {}):
+            if "unavailable" in obs["result"]:
                 # no probe in this arm (or its rate limit is spent): nothing it trusts will
-                # come, so it waits out the deadline and escalates, as it does when undecided
-                while self.now + 2 <= C.SHIP_BY - 1 and self.calls_left >= 2:
-                    yield self.wait(C.SHIP_BY - 1 - self.now)
+                # come, so it waits out the deadline and escalates, as it does when undecided.
+                # The check above left it now <= SHIP_BY - probe_ticks - 2 and three calls: a wait
+                # to SHIP_BY - 1 (two ticks or more) and the escalation always fit
+                yield self.wait(C.SHIP_BY - 1 - self.now)
                 yield self.call("escalate")
                 return
             yield self.wait(min(self.wait_ticks, C.SHIP_BY - probe_ticks - 1 - self.now))

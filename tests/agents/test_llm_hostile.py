@@ -28,6 +28,8 @@ from finbench.experiments import model_arm as M
 from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere, _transcripts_of_a_healthy_run
 from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
+pytestmark = pytest.mark.slow  # loopback servers, worker processes and request deadlines (make test-fast leaves it out)
+
 
 class Raw:
     """A reply sent as these bytes (with these headers), not as JSON."""

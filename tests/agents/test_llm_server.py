@@ -20,6 +20,8 @@ from finbench.experiments import model_arm as M
 from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, Script, _bare, _direct, _no_key_anywhere
 from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
+pytestmark = pytest.mark.slow  # loopback servers and request deadlines (make test-fast leaves it out)
+
 # 2 + 2 * turn messages at a turn: turn 18 (38 messages) is refused, so the subset's two 20-call episodes
 # (the unresolvable twins) end there and every other (at most 18 calls) finishes
 MAX_MESSAGES = 36

@@ -32,6 +32,7 @@ def test_only_the_oracle_is_privileged():
     assert differ > 0
 
 
+@pytest.mark.slow  # the full-size corpus, five seeds, eight profiles: some 13,000 episodes
 def test_finality_gate_is_fault_invariant():
     profiles = [fb.FaultProfile.none(), fb.FaultProfile.default()] + [fb.FaultProfile.only(f) for f in C.FAMILIES]
     for task in CORPUS:

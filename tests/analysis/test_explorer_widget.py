@@ -11,6 +11,8 @@ from finbench.sim import constants as C
 from finbench.running.episode import episode_contract
 from finbench.analysis.explorer_widget import ARMS, explorer
 
+pytestmark = pytest.mark.slow  # evaluations in worker processes and an executed notebook (make test-fast leaves it out)
+
 N_TASKS, SEEDS = 30, (0, 1)
 
 

@@ -18,6 +18,8 @@ import pytest  # noqa: E402
 
 from finbench.analysis import plotting  # noqa: E402
 
+pytestmark = pytest.mark.slow  # figures drawn again in subprocesses (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 TABLE = pd.DataFrame(

@@ -16,6 +16,8 @@ from finbench.experiments import splits as S
 from finbench.analysis.tables import read_table
 from finbench.sim.splitseeds import regenerated_seeds, split_seeds
 
+pytestmark = pytest.mark.slow  # full-size regenerated corpora, subprocesses and a notebook (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parents[2]
 N_SPLITS = 3
 

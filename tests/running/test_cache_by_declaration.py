@@ -17,6 +17,8 @@ import finbench as fb
 from finbench.agents.registry import PolicyRef
 from finbench.memo import MEMOS, clear_caches
 
+pytestmark = pytest.mark.slow  # finbench eval in a subprocess and an executed notebook (make test-fast leaves it out)
+
 N_TASKS, SEEDS = 12, (0, 1)
 
 _ACT = '''

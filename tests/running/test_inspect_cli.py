@@ -25,6 +25,8 @@ import pytest
 import finbench as fb
 from tests.agents.test_llm import Loopback, Script
 
+pytestmark = pytest.mark.slow  # runs the inspect command line in subprocesses (make test-fast leaves it out)
+
 pytest.importorskip("inspect_ai")
 
 ROOT = Path(__file__).resolve().parents[2]

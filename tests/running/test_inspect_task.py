@@ -33,6 +33,8 @@ from inspect_ai.model import (ChatCompletionChoice, ChatMessageAssistant, ModelO
                               get_model)
 from inspect_ai.tool import ToolCall  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Inspect evaluations, its command line in a subprocess (make test-fast leaves it out)
+
 USAGE = ModelUsage(input_tokens=10, output_tokens=5, total_tokens=15)
 
 
