@@ -272,8 +272,14 @@ def ask(client, model: str, messages: list, tools: list, params: dict, secret: s
         cause = next((c for c in causes(e) if type(c).__name__ == "DecodingError"), None)
         if cause is not None:  # a body whose content encoding does not decode
             return {"invalid": f"the reply's content encoding does not decode ({clean(str(cause))[:200]})"}
-        scrub_error(e, secret)
-        raise
+        if isinstance(e, openai.APITimeoutError):  # it answered too slowly: the timeout's own error says so
+            scrub_error(e, secret)
+            raise
+        # the client's own words ("Connection error.") name no server: say which one did not answer
+        named = openai.APIConnectionError(message=f"Connection error: no answer from {client.base_url} (is the "
+                                          "server running, and is base_url right?)", request=e.request)
+        scrub_error(named, secret)
+        raise named from e
     except openai.OpenAIError as e:
         refused = size_refusal(e, secret)
         if refused is not None:

@@ -236,3 +236,13 @@ def test_bad_timeout_or_max_tokens_are_refused_by_name(run, tmp_path, kw, name):
         with pytest.raises(FinbenchError, match=f"{name} must be"):
             M.episodes(run, tmp_path / "runs", MODEL, "http://127.0.0.1:9/v1", **kw)
         assert not (tmp_path / "runs").exists()
+
+
+def test_no_server_names_the_url_it_tried():
+    import openai
+
+    from finbench.agents.llm import ModelAgent
+
+    agent = ModelAgent("m", base_url="http://127.0.0.1:9/v1", transcripts=None, max_retries=0, timeout=2)
+    with pytest.raises(openai.APIConnectionError, match=r"no answer from http://127\.0\.0\.1:9/v1"):
+        fb.run_episode(fb.make_corpus(n_tasks=9).tasks[0], agent)
