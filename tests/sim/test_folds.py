@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from finbench.sim import constants as C
-from finbench.sim.systems import fold_bank, fold_erp, fold_ledger
+from finbench.sim.systems import fold_bank, fold_erp, fold_ledger, fold_processor
 from finbench.sim.task import Event
 
 V = 40.0
@@ -61,3 +61,24 @@ def test_the_books_balance_only_when_off_by_less_than_half_a_cent():
     assert off_by(C.MONEY_TOL / 2)["balanced"] is True
     assert off_by(C.MONEY_TOL)["balanced"] is False  # exactly half a cent off is off
     assert off_by(V)["balanced"] is False
+
+
+def test_the_bank_total_is_rounded_to_the_cent():
+    assert fold_bank("o", _ds(Event(300, "capture_settled", "cap-1", "key-1", 1.2345)))["total"] == 1.23
+
+
+# --- the processor: a status store by operation --------------------------------------------------
+
+def test_the_processor_shows_no_authorization_until_one_arrives():
+    # the authorization's delivery can be lost or late (faults): the field is then None, not a falsy stand-in
+    view = fold_processor("o", _ds(Event(10, "capture_submitted", "cap-1", "key-1", V)))
+    assert view["authorization"] is None
+    assert fold_processor("o", _ds(Event(5, "auth_approved", amount=V)))["authorization"] == {
+        "status": "approved", "amount": V}
+
+
+def test_the_processor_shows_a_chargeback_posted_against_its_capture():
+    ds = _ds(Event(300, "capture_settled", "cap-1", "key-1", V), Event(700, "chargeback", "cap-1", "key-1", V),
+             Event(705, "chargeback", "cap-1", "key-1", V))  # a duplicate delivery: one chargeback, keyed by capture
+    assert fold_processor("o", ds)["chargebacks"] == [
+        {"id": "cb-cap-1", "capture": "cap-1", "status": "posted", "amount": V}]
