@@ -135,7 +135,8 @@ def previous() -> dict[str, dict]:
                 counts=counts, total=int(cells[7]), at=cells[9].strip("`") if len(cells) > 9 else source)
         elif cells and section is not None:
             section["rows"][cells[0].strip("`")] = line
-    return {m: v for m, v in out.items() if "counts" in v}
+    return {m: v for m, v in out.items()  # a module the page never saw measured is not carried
+            if "counts" in v and v["total"] - v["counts"]["not checked"] > 0}
 
 
 def main() -> None:
@@ -159,7 +160,7 @@ def main() -> None:
             c, n, at = Counter(last[mod]["counts"]), last[mod]["total"], last[mod]["at"]
             carried[mod] = last[mod]["rows"]
             codes = {}
-        elif n == 0:
+        elif n - c["not checked"] == 0:
             at = "never"
         codes_of.update(codes)
         total.update(c)
