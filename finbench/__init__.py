@@ -31,7 +31,7 @@ _EXPORTS = {
     "sim.tools": ("tool_schemas",),
     "running.run": ("Run", "sweep"),
     "analysis.publish": ("publish",),
-    "analysis.claims": ("Claim",),
+    "analysis.verdicts": ("Claim",),
     "running.reprice": ("reprice",),
     "analysis.timeline_plot": ("draw_timeline", "timeline_figure"),
     "analysis.explorer_widget": ("explorer",),

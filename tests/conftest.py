@@ -23,13 +23,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", SLOW)
 
 
-SLOW_ELSEWHERE = frozenset({
-    # runs each drawing command the card prints in a subprocess (under mutmut's coverage run such a child,
-    # importing the mutated package from another folder, cannot find mutmut's configuration)
-    "tests/test_card.py::test_the_episodes_it_loses_most_against_the_gate_each_with_a_command_that_draws_it",
-})
-"""Slow tests of modules whose owners have not marked them yet (`@pytest.mark.slow` in the module is the
-place for it: move the mark there, and the entry out of here, when the module is next edited)."""
 
 
 @pytest.hookimpl(wrapper=True)
@@ -49,7 +42,7 @@ def pytest_collection_modifyitems(config, items):
     lives: the first such test of a session executes the notebook. The marks go on before `-m` reads them
     (the mark plugin's own hook runs inside this wrapper)."""
     for item in items:
-        if "executed" in getattr(item, "fixturenames", ()) or item.nodeid.split("[")[0] in SLOW_ELSEWHERE:
+        if "executed" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
     for item in items:
         if item.get_closest_marker("xdist_group"):

@@ -366,6 +366,9 @@ def test_the_worst_twin_pair_is_chosen_against_the_gate(patient):
     assert f"{unit} (tasks {unit}:settle settling, {unit}:fail failing), seed {seed}" in (out / "report.md").read_text()
 
 
+# runs each drawing command the card prints in a subprocess (under mutmut's coverage run such a child, importing
+# the mutated package from another folder, cannot find mutmut's configuration)
+@pytest.mark.slow
 def test_the_episodes_it_loses_most_against_the_gate_each_with_a_command_that_draws_it(patient, tmp_path):
     out, printed, rows, gate, _ = patient
     both = rows.merge(gate, on=["task_id", "seed"], suffixes=("", "_gate"))

@@ -91,6 +91,7 @@ def run_eval(capsys, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow  # a subprocess, or a whole `eval` run with its card
 def test_the_readme_patient_card(agents, tmp_path, capsys):
     """The acceptance run: the README's Patient at 30 tasks x 2 seeds, well under a minute, naming the agent,
     the gate and violations; every number checked against the rows it wrote or a separate evaluation."""
@@ -164,6 +165,7 @@ def test_the_readme_block_runs_the_readme_policy():
     assert textwrap.dedent(AGENTS.split("class Boom")[0]).strip() == body.strip()
 
 
+@pytest.mark.slow  # a subprocess, or a whole `eval` run with its card
 def test_options_reach_the_run(agents, tmp_path, capsys):
     out_dir = tmp_path / "card"
     code, out, err = run_eval(capsys, f"{agents}:factory", "--n-tasks", "12", "--seeds", "1", "--n-jobs", "1",
@@ -246,6 +248,7 @@ def test_unknown_option_values_exit_64_in_one_line(option, value, says, agents, 
     assert not (tmp_path / "card").exists()
 
 
+@pytest.mark.slow  # a subprocess, or a whole `eval` run with its card
 def test_an_agent_raising_in_a_worker_process_exits_70_with_its_step(agents, tmp_path):
     """Run as a user runs it: a real process, two workers; the agent raises on a task past the first chunk."""
     proc = subprocess.run([sys.executable, "-m", "finbench", "eval", f"{agents}:LateBoom", "--n-tasks", "30",
@@ -260,6 +263,7 @@ def test_an_agent_raising_in_a_worker_process_exits_70_with_its_step(agents, tmp
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
+@pytest.mark.slow  # a subprocess, or a whole `eval` run with its card
 def test_a_missing_file_in_a_real_process(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "finbench", "eval", f"{tmp_path}/nope.py:Patient"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
@@ -267,6 +271,7 @@ def test_a_missing_file_in_a_real_process(tmp_path):
     assert proc.stderr == f"finbench eval: cannot read {tmp_path}/nope.py: no such file\n"
 
 
+@pytest.mark.slow  # a subprocess, or a whole `eval` run with its card
 def test_module_name_form(tmp_path, monkeypatch, capsys):
     (tmp_path / "my_agents_mod.py").write_text(AGENTS)
     monkeypatch.chdir(tmp_path)
@@ -321,6 +326,7 @@ def test_n_tasks_says_which_corpus_it_builds():
     assert run.n_tasks == 30 and run.task_ids is None
 
 
+@pytest.mark.slow  # a subprocess, or a whole `eval` run with its card
 def test_task_ids_run_those_tasks_of_the_public_corpus(agents, tmp_path, capsys):
     public = fb.make_corpus()
     pair = next(t.unit for t in public.tasks if t.twin_side)
@@ -359,6 +365,7 @@ def test_task_ids_and_n_tasks_do_not_go_together(agents, tmp_path, capsys):
     assert got == 64 and "not allowed with argument" in err
 
 
+@pytest.mark.slow  # a subprocess, or a whole `eval` run with its card
 def test_make_eval_passes_the_agent_and_the_arguments():
     proc = subprocess.run(["make", "-n", "eval", "AGENT=x.py:Y", "EVAL_ARGS=--seeds 2 --n-tasks 30"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)

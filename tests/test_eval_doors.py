@@ -16,6 +16,9 @@ from finbench.errors import show
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# the doors are process-level: real processes, workers and timers (about 30 s in all): `make test`, not the fast tier
+pytestmark = pytest.mark.slow
+
 DOORS = '''
 import os, sys, threading, time
 

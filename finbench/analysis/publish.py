@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finbench.errors import FinbenchError, show
-from finbench.analysis.claims import Claim, claims_frame, claims_markdown, verdict_counts
+from finbench.analysis.verdicts import Claim, claims_frame, claims_markdown, verdict_counts
 from finbench.analysis.tables import write_table
 from finbench.running import stats
 

@@ -12,7 +12,7 @@ report) can drive any of them alike:
 and `claims_from_tables(folder)` recomputes `claims` from the tables as written.
 The notebook is parameters, a run and these calls. An experiment module never
 imports another: what two share lives a layer down (`analysis.metrics`,
-`agents.registry`, `analysis.plotting`, `analysis.claims`). `claims` (the
+`agents.registry`, `analysis.plotting`, `analysis.verdicts`). `claims` (the
 `99_claims` report) and `splits` read the others through this shape.
 
 - `headline`: Table II, Table III (+ gap by archetype), Figure 1.

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.analysis.claims import VERDICTS, claims_frame, paper_text
+from finbench.analysis.verdicts import VERDICTS, claims_frame, paper_text
 from finbench.analysis.tables import read_table
 from finbench.experiments import NAMES, experiment
 
@@ -195,7 +195,7 @@ def notes(rows: pd.DataFrame, stale_files: list[str] | None = None) -> list[str]
         "",
         "The paper's side of every row (its quote, value, interval and the test that decides it) is "
         "`data/paper_claims.csv`; every 'ours' is recomputed here from the tables named in 'source' by the "
-        "experiment's own `measures` (`claims_from_tables`), and the row's test decides (`finbench/analysis/claims.py`: "
+        "experiment's own `measures` (`claims_from_tables`), and the row's test decides (`finbench/analysis/verdicts.py`: "
         "reproduced: the test holds; same direction: it does not, but ours keeps the comparison the paper draws "
         "from its value: where the row names the other side (`versus`: another policy's level, the other half, "
         "the other role), ours against it as measured here, else the sign of ours minus the paper's; differs: "

@@ -23,8 +23,8 @@ import itertools
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import Measure
-from finbench.analysis.claims import claims_of, from_tables
+from finbench.analysis.verdicts import Measure
+from finbench.analysis.verdicts import claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.sim.economics import Costs
 from finbench.agents.policies import UNGATED

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
+from finbench.analysis.verdicts import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.files import at_root
 from finbench.sim.corpus import stratified_subset  # noqa: F401  (part of this module's API)

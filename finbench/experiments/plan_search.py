@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from finbench.sim import constants as C
-from finbench.analysis.claims import Claim, claims_notes, claims_of, from_tables
-from finbench.analysis.claims import Measure
+from finbench.analysis.verdicts import Claim, claims_notes, claims_of, from_tables
+from finbench.analysis.verdicts import Measure
 from finbench.analysis.publish import TableSpec
 from finbench.sim.corpus import Corpus
 from finbench.errors import bad, check_int

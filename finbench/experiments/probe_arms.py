@@ -24,8 +24,8 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import Measure
-from finbench.analysis.claims import claims_notes, claims_of, from_tables
+from finbench.analysis.verdicts import Measure
+from finbench.analysis.verdicts import claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.registry import DEFAULT_POLICIES
 from finbench.sim.probe import ProbeMode

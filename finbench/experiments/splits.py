@@ -27,7 +27,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from finbench.analysis.claims import VERDICTS, Claim, claims_frame, from_tables
+from finbench.analysis.verdicts import VERDICTS, Claim, claims_frame, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.analysis.splits_plot import figure
 from finbench.agents.registry import policy_order

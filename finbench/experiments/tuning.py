@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
+from finbench.analysis.verdicts import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.policies import SOP
 from finbench.agents.registry import as_ref, parse_label, policy_label

@@ -28,7 +28,7 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import Measure, claims_notes, claims_of, from_tables
+from finbench.analysis.verdicts import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.agents.registry import policy_order
 from finbench.analysis import ordering

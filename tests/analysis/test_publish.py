@@ -1,10 +1,10 @@
-"""publish and claims (issue 7): stamped tables, figures and claim records (verdicts: test_paper_claims.py)."""
+"""publish and claims (issue 7): stamped tables, figures and claim records (verdicts: test_verdicts.py)."""
 
 import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench.analysis import claims as CL
+from finbench.analysis import verdicts as CL
 from finbench.analysis.tables import read_table
 
 SMALL = fb.make_corpus(n_tasks=40)

@@ -4,7 +4,7 @@ import pytest
 
 import finbench as fb
 from finbench.sim import constants as C
-from finbench.analysis.claims import paper_claims
+from finbench.analysis.verdicts import paper_claims
 from finbench.experiments import ablation as A
 
 

@@ -4,7 +4,7 @@ import pytest
 
 import finbench as fb
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import paper_claims
+from finbench.analysis.verdicts import paper_claims
 from finbench.experiments import cost_sweep as S
 from finbench.memo import clear_caches
 from finbench.analysis import ordering

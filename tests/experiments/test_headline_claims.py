@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench.analysis.claims import paper_claims
+from finbench.analysis.verdicts import paper_claims
 from finbench.experiments import headline as H
 
 GATE = "finality_gate"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench.analysis.claims import paper_claims
+from finbench.analysis.verdicts import paper_claims
 from finbench.experiments import model_arm as M
 from finbench.agents.llm import model_dir_name, read_transcript, system_prompt
 from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere, _transcripts_of_a_healthy_run
@@ -159,6 +159,7 @@ def test_notebook_without_network_or_transcripts_shows_the_gate_row_and_a_note(e
     assert not (tmp_path / "data" / "model_runs").exists()  # nothing was asked, nothing recorded
 
 
+@pytest.mark.slow  # executes the notebook
 def test_notebook_builds_table5_from_transcripts_on_disk(tmp_path, key):
     from finbench.pipeline import ROOT, run_notebook
     from finbench.analysis.tables import read_table
@@ -192,6 +193,7 @@ def test_a_transcript_that_no_longer_replays_is_left_alone_and_not_a_row(run, tm
     assert path.read_bytes() == before and "does not replay" in capfd.readouterr().err
 
 
+@pytest.mark.slow  # executes the notebook
 def test_the_notebooks_timeout_and_max_tokens_reach_the_server(tmp_path, key):
     from finbench.pipeline import ROOT, run_notebook
     from finbench.analysis.tables import read_table

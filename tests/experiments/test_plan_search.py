@@ -8,7 +8,7 @@ import pytest
 
 import finbench as fb
 from finbench.sim import constants as C
-from finbench.analysis.claims import claims_frame, paper_claims
+from finbench.analysis.verdicts import claims_frame, paper_claims
 from finbench.sim.corpus import Corpus
 from finbench.sim.env import reference_position
 from finbench.running.episode import run_episode

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import claims_frame, paper_claims
+from finbench.analysis.verdicts import claims_frame, paper_claims
 from finbench.experiments import probe_arms as P
 from finbench.running.run import Run
 

@@ -10,7 +10,7 @@ import pytest
 
 import finbench as fb
 from finbench.sim import constants as C
-from finbench.analysis.claims import VERDICTS, Claim, claims_frame
+from finbench.analysis.verdicts import VERDICTS, Claim, claims_frame
 from finbench.experiments import headline as H
 from finbench.experiments import splits as S
 from finbench.analysis.tables import read_table

@@ -11,7 +11,7 @@ from scipy import stats
 import finbench as fb
 from finbench.sim import constants as C
 from finbench.experiments import tuning as T
-from finbench.analysis.claims import paper_claims
+from finbench.analysis.verdicts import paper_claims
 from finbench.analysis.tables import read_table
 from finbench.sim.splitseeds import split_seeds
 

@@ -7,7 +7,7 @@ import pytest
 
 import finbench as fb
 from finbench.analysis import metrics as M
-from finbench.analysis.claims import VERDICTS, paper_claims
+from finbench.analysis.verdicts import VERDICTS, paper_claims
 from finbench.experiments import twins as T
 from finbench.analysis import ordering
 

@@ -267,7 +267,7 @@ def test_a_bad_cache_id_is_refused():
 
 def test_clear_caches_empties_every_memo():
     corpus = fb.make_corpus(n_tasks=N_TASKS)
-    from finbench.analysis.claims import paper_claims
+    from finbench.analysis.verdicts import paper_claims
     from finbench.running.reprice import reprice
 
     rows = fb.evaluate(corpus, ["sop"], seeds=[0], cache=False)

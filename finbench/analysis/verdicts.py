@@ -1,4 +1,4 @@
-"""Claims as records: the paper's side is data, ours is computed, and a fixed test decides.
+"""The rules of a verdict: the paper's side of each claim is data, ours is computed, and a fixed test decides.
 
 The paper's side of every claim (its quote, value, interval, kind, scope and the
 test that decides it) is a row of `data/paper_claims.csv` (`paper_claims`); no
@@ -180,7 +180,7 @@ def _row(r: dict, where: str) -> PaperClaim:
                       r["test"], tol, {"": 0, "+": 1, "-": -1}[r["favours"]], r["comparison"], r["note"], versus)
 
 
-@memoised("analysis.claims.paper_claims", keys="(path, the file's mtime and size)", bound=8)
+@memoised("analysis.verdicts.paper_claims", keys="(path, the file's mtime and size)", bound=8)
 def _load(path: str, stamp: tuple) -> tuple[PaperClaim, ...]:  # stamp: the file's (mtime, size), so an edit is read
     with open(path, newline="", encoding="utf-8") as f:
         rows = [_row(r, path) for r in csv.DictReader(f)]

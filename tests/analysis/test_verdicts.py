@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from finbench.analysis.claims import (PAPER_CLAIMS, SCOPES, TESTS, Measure, claims_of, decide, paper_claims)
+from finbench.analysis.verdicts import (PAPER_CLAIMS, SCOPES, TESTS, Measure, claims_of, decide, paper_claims)
 from finbench.errors import FinbenchError
 
 ROOT = Path(__file__).resolve().parents[2]
