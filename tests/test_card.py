@@ -409,8 +409,12 @@ def test_the_card_says_whether_the_rows_came_from_the_cache(tmp_path):
 def test_the_stamp_names_package_engine_and_commit(ship_it):
     out, _ = ship_it
     stamp = _card(out)["stamp"]
-    proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-    commit = proc.stdout.strip() if proc.returncode == 0 else None
+    proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                          text=True)
+    top, head = proc.stdout.split() if proc.returncode == 0 else (None, None)
+    # the repository's commit only where the package's folder is the repository's top (not a copy inside
+    # another checkout, as mutmut's mutants/ is)
+    commit = head if top is not None and Path(top).resolve() == ROOT.resolve() else None
     assert (stamp["package"], stamp["engine"], stamp["commit"]) == (fb.__version__, C.ENGINE_VERSION, commit)
     report = (out / "report.md").read_text()
     assert f"- package: {fb.__version__}\n" in report and f"- engine: {C.ENGINE_VERSION}\n" in report

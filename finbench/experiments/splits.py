@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from finbench.analysis.verdicts import VERDICTS, Claim, claims_frame, from_tables
+from finbench.analysis import results_cache
 from finbench.analysis.publish import TableSpec
 from finbench.analysis.splits_plot import figure
 from finbench.agents.registry import policy_order
@@ -158,7 +159,19 @@ def _counted(r, i: int, headline, also) -> tuple[pd.DataFrame, pd.DataFrame, Cou
 
 
 def _corpus(r, i: int, headline, also) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One corpus's Table II (`values`) and claims (`verdicts`) under `r`, the `i`-th split."""
+    """One corpus's Table II (`values`) and claims (`verdicts`) under `r`, the `i`-th split: computed, or
+    read from the results cache (a warm run), keyed by the run, the split, the experiments and the package."""
+    modules = [headline, *(item[0] if isinstance(item, tuple) else item for item in also)]
+    parts = [r.key(), i, [m.__name__ for m in modules],
+             [item[1] if isinstance(item, tuple) else None for item in also]]
+    # the package's digest covers its own experiments' code, not a module passed in from elsewhere, and
+    # a policy without a cache key has its rows played afresh: then nothing computed from them is kept
+    cacheable = (all(results_cache.packaged(m) for m in modules)
+                 and all(ref.cache_key() is not None for ref in r.policies))
+    return results_cache.frames(r.cache, NAME, parts, lambda: _computed(r, i, headline, also), cacheable)
+
+
+def _computed(r, i: int, headline, also) -> tuple[pd.DataFrame, pd.DataFrame]:
     corpus = r.corpus
     df = r.evaluate()
     tables = headline.tables(df, r)
