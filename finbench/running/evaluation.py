@@ -19,6 +19,7 @@ from finbench.running.stats import EPISODES
 from finbench.sim import constants as C
 from finbench.sim.economics import Costs
 from finbench.errors import bad, check_int
+from finbench.memo import register
 from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import batch_mode, play, trusted
 from finbench.sim.faults import FaultProfile
@@ -86,13 +87,24 @@ _SEED = COLUMNS.index("seed")
 _FIRED = COLUMNS.index(f"fired_{C.FAMILIES[0]}")
 
 
-def _under_seed(row: tuple, env: FinalityEnv, seed: int) -> tuple:
-    """The row of `env`'s episode played under `seed` instead, for a fault-blind episode
-    (`FinalityEnv.fault_blind`) of a policy that does not read the seed (`seed_blind`): the same
-    calls get the same answers, so only the seed and the faults the world fires differ."""
-    fired = replayed_firings(env.task, seed, env.profile, env.world.captures)
+def _derived(blind: tuple, task, seed: int, profile: FaultProfile) -> tuple:
+    """The row of a fault-blind episode (`FinalityEnv.fault_blind`) of a package policy that does not read
+    the seed (`seed_blind`), played under `seed` and `profile` instead: the same calls get the same answers
+    (the agent read no system, only a probe that tells the truth), so only the seed and the faults the
+    world fires differ. `blind`: the played row and the episode's captures."""
+    row, captures = blind
+    fired = replayed_firings(task, seed, profile, captures)
     return (*row[:_SEED], seed, *row[_SEED + 1:_FIRED], *(fired[f] for f in C.FAMILIES),
             *row[_FIRED + len(C.FAMILIES):])
+
+
+_BLIND_SIZE = 16_384
+_BLIND: dict = register(
+    "running.evaluation.fault_blind",
+    {}, keys="(task, the package policy's cache key, costs, probe mode): a fault-blind episode's row and captures",
+    bound=_BLIND_SIZE)
+"""Fault-blind episodes of the package's own seed-blind policies, so that another fault profile (an
+ablation arm) or another seed derives them instead of playing them again."""
 
 
 def _calls(actions, order_id: str) -> str:
@@ -113,29 +125,39 @@ def _calls(actions, order_id: str) -> str:
     return ";".join(out)
 
 
-def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: ProbeMode | None = None) -> list[dict]:
+def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: ProbeMode | None = None,
+              share: bool = False) -> list[dict]:
     """Column lists for each reference in `refs`, rows in (task, seed) order.
 
-    An episode in which a built-in policy that never reads the seed observed nothing faults
+    An episode in which a package policy that never reads the seed observed nothing faults
     touch (no read of a system; only a probe that tells the truth) is the same episode under
-    every seed but for the faults fired: it is played once per task and derived for the
-    other seeds (`_under_seed`), as simulating them would give.
+    every seed and every fault profile but for the faults fired: it is played once per task
+    and derived for the other seeds (`_derived`), as simulating them would give. With `share`
+    (a run that may reuse what it computed) a built-in policy's such episode is also kept in a
+    bounded memo, so another profile (the ablation's arms) or another chunk of seeds derives it too.
     """
     rows: list[list[tuple]] = [[] for _ in refs]
+    costs_key = costs.key()
+    probe_key = None if probe is None or probe.is_full else probe.key()
     with batch_mode():
         for task in tasks:
             for ref, mine in zip(refs, rows):
-                first = env = None
+                key = (task, ref.cache_key(), costs_key, probe_key) if share and ref.builtin else None
+                blind = None if key is None else _BLIND.get(key)
                 for seed in seeds:
-                    if first is not None:
-                        mine.append(_under_seed(first, env, seed))
+                    if blind is not None:
+                        mine.append(_derived(blind, task, seed, profile))
                         continue
                     policy = ref.make()
                     env = play(FinalityEnv(task, seed, profile, costs, probe=probe), policy)
                     row = _row(env, ref.label)
                     mine.append(row)
                     if env.fault_blind and trusted(policy) and policy.seed_blind:
-                        first = row
+                        blind = (row, tuple(env.world.captures))
+                        if key is not None:
+                            if len(_BLIND) >= _BLIND_SIZE:
+                                _BLIND.clear()
+                            _BLIND[key] = blind
     return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
 
 
@@ -263,7 +285,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
                       f"{rejected[0]}", CacheWarning, stacklevel=2)
     work = list(todo.items())
     if work:
-        calls = [(chunks[ci], [refs[si] for si, _, _ in items], seeds, profile, costs, probe)
+        calls = [(chunks[ci], [refs[si] for si, _, _ in items], seeds, profile, costs, probe, cache is not False)
                  for ci, items in work]
         workers = cap_jobs(n_jobs, len(work))
         if workers > 1:

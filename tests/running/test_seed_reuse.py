@@ -19,6 +19,7 @@ from finbench.agents.registry import as_ref
 from finbench.running.evaluation import run_chunk
 from finbench.sim.env import FinalityEnv
 from finbench.sim.play import play
+from finbench.sim import constants as C
 from finbench.sim.probe import ProbeMode
 
 TASKS = fb.make_corpus(n_tasks=45).tasks
@@ -94,3 +95,48 @@ def test_a_policy_that_reads_the_seed_is_played_under_every_seed():
     refs = [as_ref(SeedWaitGate)]
     pd.testing.assert_frame_equal(_frame(TASKS[:20], refs, SEEDS, fb.FaultProfile.default()),
                                   _one_seed_at_a_time(TASKS[:20], refs, SEEDS, fb.FaultProfile.default()))
+
+
+# --- across fault profiles: the ablation's arms ------------------------------------------------------------------
+
+ARMS = [fb.FaultProfile.default(), fb.FaultProfile.none(), *(fb.FaultProfile.only(f) for f in C.FAMILIES),
+        *(fb.FaultProfile.without(f) for f in C.FAMILIES), fb.FaultProfile.only("loss", "delay"),
+        fb.FaultProfile.only("duplicate", "reorder", intensity=0.9)]
+
+
+def test_derived_across_profiles_equal_played_ones(monkeypatch):
+    """Every arm after the first derives the fault-blind episodes the first played (one shared memo), and
+    each arm's rows equal those played for that arm alone, each seed on its own."""
+    from finbench.running import evaluation as E
+
+    played = []
+    real = E.play
+    monkeypatch.setattr(E, "play", lambda env, policy: played.append(type(policy).__name__) or real(env, policy))
+    fb.clear_caches()
+    tasks, seeds = TASKS[:20], [0, 3]
+    shared = {}
+    for i, arm in enumerate(ARMS):
+        before = len(played)
+        parts = run_chunk(tasks, REFS, seeds, arm, fb.Costs(), None, True)
+        shared[arm.name] = pd.concat([pd.DataFrame(cols) for cols in parts], ignore_index=True)
+        if i:  # the gate and the oracle were fault-blind under the first arm: derived here, never played
+            assert "FinalityGate" not in played[before:] and "FinalityOracle" not in played[before:]
+            assert len(played) - before < len(tasks) * len(seeds) * len(REFS)
+    assert len(E._BLIND) >= len(tasks) and {"FinalityGate", "FinalityOracle"} <= set(played)
+    for arm in ARMS:
+        alone = _one_seed_at_a_time(tasks, REFS, seeds, arm)
+        pd.testing.assert_frame_equal(shared[arm.name], alone)
+    # the firings do move between arms for a derived policy
+    gate = pd.concat([f[f.policy == "finality_gate"] for f in shared.values()])
+    assert len(gate) > 0 and gate.filter(like="fired_").sum(axis=1).nunique() > 1
+
+
+def test_a_run_that_caches_nothing_keeps_no_episode_in_the_memo():
+    from finbench.running import evaluation as E
+
+    fb.clear_caches()
+    corpus = fb.make_corpus(n_tasks=30)
+    fb.evaluate(corpus, ["finality_gate", "finality_oracle"], seeds=range(2), cache=False)
+    assert not E._BLIND
+    run_chunk(corpus.tasks[:5], [as_ref("finality_gate")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
+    assert E._BLIND  # the same episodes, shared: the check above can fail
