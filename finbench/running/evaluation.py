@@ -9,6 +9,7 @@ the joblib backend, and are mapped to policies by position, never by label.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -138,7 +139,7 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
     """
     rows: list[list[tuple]] = [[] for _ in refs]
     costs_key = costs.key()
-    probe_key = None if probe is None or probe.is_full else probe.key()
+    probe_key = None if probe is None or probe.is_full else json.dumps(probe.key())  # a list: not hashable
     with batch_mode():
         for task in tasks:
             for ref, mine in zip(refs, rows):

@@ -57,11 +57,13 @@ def test_derived_seeds_equal_simulated_ones(profile):
     assert fired.groupby(gate.task_id).nunique().max() > 1
 
 
+@pytest.mark.parametrize("share", [False, True], ids=["alone", "shared"])
 @pytest.mark.parametrize("probe", [ProbeMode.delayed(), ProbeMode.rate_limited(), ProbeMode.identity_only(),
                                    ProbeMode.none()], ids=lambda p: p.name)
-def test_a_probe_that_is_not_the_truth_is_never_derived(probe):
+def test_a_probe_that_is_not_the_truth_is_never_derived(probe, share):
     refs = [as_ref("finality_gate")]
-    pd.testing.assert_frame_equal(_frame(TASKS[:20], refs, SEEDS, fb.FaultProfile.default(), probe),
+    parts = run_chunk(TASKS[:20], refs, SEEDS, fb.FaultProfile.default(), fb.Costs(), probe, share)
+    pd.testing.assert_frame_equal(pd.concat([pd.DataFrame(cols) for cols in parts], ignore_index=True),
                                   _one_seed_at_a_time(TASKS[:20], refs, SEEDS, fb.FaultProfile.default(), probe))
 
 
