@@ -35,6 +35,7 @@ from mutmut.stats import status_by_exit_code
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "mutation.md"
 TRIAGE = ROOT / "docs" / "mutation_triage.csv"
+SAMPLE = ROOT / "docs" / "mutation_sample.json"  # scripts/mutation_sample.py: modules measured on a sample
 COLUMNS = ("killed", "survived", "timeout", "error", "other", "not checked")
 VERDICTS = ("equivalent", "gap")
 GONE = "Gone since that run: "
@@ -105,6 +106,15 @@ def triage() -> dict[str, dict]:
     return rows
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> str:
+    """The 95% Wilson score interval of k successes in n, as `[lo%, hi%]`."""
+    if not n:
+        return "–"
+    p, d = k / n, 1 + z * z / n
+    mid, half = (p + z * z / (2 * n)) / d, z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / d
+    return f"[{100 * (mid - half):.1f}%, {100 * (mid + half):.1f}%]"
+
+
 def git(*args: str) -> str:
     try:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -150,9 +160,12 @@ def main() -> None:
     total = Counter()
     last = previous()
     head = git("rev-parse", "--short", "HEAD")
+    sampled = json.loads(SAMPLE.read_text()) if SAMPLE.exists() else {}
     for mod in mods:
         meta = ROOT / "mutants" / f"{mod}.meta"
         codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        if mod in sampled and codes:  # measured on its sample: only those mutants count
+            codes = {k: codes.get(k) for k in sampled[mod]["names"]}
         c = Counter(status(v) for v in codes.values())
         n = sum(c.values())
         at = (head or "?") + ("*" if git("status", "--porcelain", "--", mod) else "")
@@ -173,6 +186,12 @@ def main() -> None:
         checked = n - c["not checked"]
         return f"{100 * (c['killed'] + c['timeout'] + c['error']) / checked:.1f}%" if checked else "–"
 
+    def sample_cell(mod: str, c: Counter, n: int) -> str:
+        if mod not in sampled or mod in carried:
+            return "all"
+        k, m = c["killed"] + c["timeout"] + c["error"], n - c["not checked"]
+        return f"{len(sampled[mod]['names'])} of {sampled[mod]['of']}, seed {sampled[mod]['seed']}; 95% {wilson(k, m)}"
+
     out = [
         "# Mutation testing",
         "",
@@ -192,13 +211,19 @@ def main() -> None:
         "changed): detected, but not by a failing assertion. *Other*: no test reaches the mutant, or "
         "the run ended otherwise (suspicious, crashed); *not checked*: not run yet.",
         "",
-        "| module | killed | survived | timeout | error | other | not checked | total | score | measured at |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "A module measured on a sample (`make mutate MUTATE=... MUTATE_SAMPLE=n`, "
+        "`scripts/mutation_sample.py`: n of its mutants drawn uniformly with a fixed seed, "
+        "`docs/mutation_sample.json`) counts those n only (*total* is n) and gives its score's 95% "
+        "Wilson interval; *all* means every mutant of the module.",
+        "",
+        "| module | killed | survived | timeout | error | other | not checked | total | score | measured at | mutants |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for mod, c, n, at in rows:
-        out.append(f"| `{mod}` | " + " | ".join(str(c[k]) for k in COLUMNS) + f" | {n} | {score(c, n)} | `{at}` |")
+        out.append(f"| `{mod}` | " + " | ".join(str(c[k]) for k in COLUMNS)
+                   + f" | {n} | {score(c, n)} | `{at}` | {sample_cell(mod, c, n)} |")
     out.append("| **all** | " + " | ".join(str(total[k]) for k in COLUMNS)
-               + f" | {total['total']} | {score(total, total['total'])} | |")
+               + f" | {total['total']} | {score(total, total['total'])} | | |")
 
     counts = Counter()
     sections = []

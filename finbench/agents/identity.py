@@ -141,7 +141,7 @@ def _cell(cell, depth: int, seen: dict[int, int]) -> Any:
 def _globals(fn, depth: int, seen: dict[int, int]) -> tuple:
     """The identity of every global a function's code names (a module by its name only)."""
     out = []
-    glob = getattr(fn, "__globals__", {})
+    glob = fn.__globals__  # only functions come here
     for name in sorted(set(_all_names(fn.__code__))):
         if name not in glob:
             continue  # an attribute name, or a builtin
@@ -160,6 +160,11 @@ def _value(value: Any, depth: int, seen: dict[int, int]) -> Any:
     wrapped = getattr(value, "__wrapped__", None) if callable(value) else None
     if isinstance(wrapped, types.FunctionType):  # a decorated helper (`functools.lru_cache`, `wraps`): its code
         return ("wrapped", _walk(wrapped, depth, seen))
+    if isinstance(value, (list, tuple, dict)) and type(value) not in (list, tuple, dict) \
+            and not _library(type(value)):
+        # a user's subclass plays its own methods from its own attributes: both count, beside the elements
+        plain = dict(value) if isinstance(value, dict) else list(value)
+        return ("subclass", _walk(value, depth, seen), _value(plain, depth - 1, seen))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, *(_value(v, depth - 1, seen) for v in value))
     if isinstance(value, dict):
@@ -207,9 +212,9 @@ def _state(value: Any) -> str:
 def _library(obj: Any) -> bool:
     """A class or function whose code is not the user's: Python's own, an installed library's, or this
     package's (named only). A class `exec` made under `__module__ = "builtins"` is the user's."""
-    if obj is object or getattr(builtins, getattr(obj, "__name__", ""), None) is obj or packaged(obj):
+    if obj is object or getattr(builtins, obj.__name__, None) is obj or packaged(obj):  # classes, functions
         return True
-    module = getattr(obj, "__module__", None) or ""
+    module = obj.__module__ or ""
     return module != "builtins" and _installed(module)  # "builtins" and not Python's own: exec made it
 
 

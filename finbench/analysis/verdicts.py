@@ -280,7 +280,8 @@ def decide(pc: PaperClaim, m: Measure, source: str = "") -> Claim:
         diff = float(m.value) - pc.paper
         direction = diff * pc.favours > 0
         if not inside:
-            basis += (f"; direction ({pc.comparison}): ours is {'above' if diff > 0 else 'below'} the paper's, "
+            side = "above" if diff > 0 else "below" if diff < 0 else "level with"
+            basis += (f"; direction ({pc.comparison}): ours is {side} the paper's, "
                       f"which {'keeps' if direction else 'does not keep'} it")
     verdict = "reproduced" if inside else "same direction" if direction else "differs"
     holds = bool(m.value) if pc.test == "holds" else None

@@ -227,12 +227,12 @@ def save_chunk(path: Path, key: str, label: str, task_ids, seeds, columns: dict)
             fh.write(json.dumps(head).encode() + b"\n" + body)
         os.replace(tmp, path)
     except OSError:
-        Path(tmp).unlink(missing_ok=True)
+        Path(tmp).unlink()  # made by this call, not yet replaced
         if _entry_kind(path) == "a directory":
             return
         raise
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        Path(tmp).unlink()
         raise
 
 
@@ -265,7 +265,7 @@ def _entry_kind(path: Path) -> str | None:
         mode = os.lstat(path).st_mode
     except OSError:
         return None
-    return next((name for test, name in _KINDS if test(mode)), None if stat.S_ISREG(mode) else "not a file")
+    return next((name for test, name in _KINDS if test(mode)), None)  # _KINDS names every kind but a regular file
 
 
 def _read_regular(path: Path, limit: int) -> tuple[bytes | None, str | None]:
@@ -277,7 +277,7 @@ def _read_regular(path: Path, limit: int) -> tuple[bytes | None, str | None]:
     except FileNotFoundError:
         return None, None
     except OSError as e:
-        return None, f"unreadable ({e.strerror or type(e).__name__})"
+        return None, f"unreadable ({e.strerror})"
     if not stat.S_ISREG(st.st_mode):
         return None, f"not a regular file: {_entry_kind(path) or 'unknown'}"
     if st.st_size > limit:
@@ -288,7 +288,7 @@ def _read_regular(path: Path, limit: int) -> tuple[bytes | None, str | None]:
     except FileNotFoundError:
         return None, None  # removed since the lstat
     except OSError as e:  # e.g. ELOOP: replaced by a link since the lstat
-        return None, f"unreadable ({e.strerror or type(e).__name__})"
+        return None, f"unreadable ({e.strerror})"
     try:
         st = os.fstat(fd)  # what was opened, not what the name pointed at a moment ago
         if not stat.S_ISREG(st.st_mode):
@@ -301,7 +301,7 @@ def _read_regular(path: Path, limit: int) -> tuple[bytes | None, str | None]:
             parts.append(part)
             left -= len(part)
     except OSError as e:
-        return None, f"unreadable ({e.strerror or type(e).__name__})"
+        return None, f"unreadable ({e.strerror})"
     finally:
         os.close(fd)
     raw = b"".join(parts)

@@ -244,16 +244,12 @@ def _unit_plan(n_tasks: int) -> list[tuple[str, tuple[str, ...]]]:
         counts = [int(s) for s in share]
         used = sum(c * len(a) for c, (_, a, _) in zip(counts, kinds))
         order = sorted(range(len(kinds)), key=lambda i: (-(share[i] - counts[i]), i))
-        for i in order:  # one extra unit each, largest remainder first, while it fits
+        # one extra unit each, largest remainder first, while it fits: for every size from 1 to MAX_TASKS this
+        # ends on exactly n_tasks (tests/sim/test_corpus_rules.py checks them all), so no slot is left to fill
+        for i in order:
             if used + len(kinds[i][1]) <= n_tasks:
                 counts[i] += 1
                 used += len(kinds[i][1])
-        singles = [i for i in order if len(kinds[i][1]) == 1]
-        for i in singles * n_tasks:  # a skipped pair left a slot: singles fill it
-            if used == n_tasks:
-                break
-            counts[i] += 1
-            used += 1
     plan = []
     for (kind, arch, _), c in zip(kinds, counts):
         plan += [(kind, arch)] * c

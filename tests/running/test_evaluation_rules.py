@@ -1,0 +1,270 @@
+"""Rules of the runner (`finbench.running.evaluation`): the `calls` string, derived fault-blind rows,
+the memo of fault-blind episodes, the worker cap and the notes it prints.
+
+Fast: a few tasks of a small corpus, no cache folder but `tmp_path`. Expected values are spelled by hand
+from COLUMNS' doc and `run_chunk`'s docstring, never by running the same code twice.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import finbench as fb
+from finbench.agents.registry import as_ref
+from finbench.running import evaluation as E
+from finbench.sim import constants as C
+
+O = "ord-1"
+TASKS = fb.make_corpus(n_tasks=6).tasks
+
+
+# --- calls: one `tool[@other][:args]` a call, ';'-joined ---------------------------------------------------
+
+@pytest.mark.parametrize("actions, spelled", [
+    ([], ""),
+    ([("close", {"order_id": O})], "close"),
+    ([("wait", {"order_id": O, "ticks": 30})], "wait:30"),
+    ([("wait", {"ticks": 7, "order_id": O})], "wait:7"),                     # argument order does not matter
+    ([("wait", {"order_id": O})], "wait"),
+    ([("wait", {"order_id": O, "ticks": True})], "wait:True"),               # a bool is not ticks: spelled as given
+    ([("wait", {"order_id": O, "ticks": ""})], "wait"),                      # nothing to spell
+    ([("wait", {"order_id": O, "ticks": 5, "x": 1})], "wait:5,1"),           # every other argument, in order
+    ([("escalate", {"order_id": O, "ticks": 3})], "escalate:3"),             # not a wait, though it has ticks
+    ([("refund", {"order_id": O, "amount": 5, "ticks": 3})], "refund:5,3"),
+    ([("retry_capture", {"order_id": O, "idempotency_key": "k-9"})], "retry_capture:k-9"),
+    ([("read_ledger", {"order_id": "ord-2"})], "read_ledger@other"),
+    ([("wait", {"order_id": "ord-2", "ticks": 5})], "wait@other:5"),
+    ([("noop", {})], "noop@other"),                                          # no order at all: not the case's
+    ([("x", {"a": 1, "b": "c"})], "x@other:1,c"),
+    ([("probe_processor", {"order_id": O}), ("wait", {"order_id": O, "ticks": 2}), ("close", {"order_id": O})],
+     "probe_processor;wait:2;close"),
+    ([("wait", {"order_id": O, "ticks": 2}), ("read_bank", {"order_id": O}), ("wait", {"order_id": O, "ticks": 4})],
+     "wait:2;read_bank;wait:4"),
+])
+def test_the_calls_string_spells_each_call(actions, spelled):
+    assert E._calls([(t, tool, args) for t, (tool, args) in enumerate(actions)], O) == spelled
+
+
+# --- the row of an episode, and the row derived from a fault-blind one ----------------------------------------
+
+def _played(task, label, seed, profile):
+    return E.episode_row(task, as_ref(label), seed, profile, fb.Costs())
+
+
+def test_an_episode_row_has_every_column_in_order():
+    task = TASKS[0]
+    row = _played(task, "sop", 3, fb.FaultProfile.default())
+    assert len(row) == len(E.COLUMNS)
+    got = dict(zip(E.COLUMNS, row))
+    assert (got["task_id"], got["policy"], got["seed"]) == (task.task_id, "sop", 3)
+    assert got["n_calls"] == len(got["calls"].split(";"))  # the budget used is the calls made
+
+
+def test_a_derived_row_is_the_played_row_under_another_seed_and_profile():
+    # the oracle-free gate reads no system: its episode is fault-blind, so another seed or profile
+    # changes only the seed and the firings
+    ref = as_ref("finality_gate")
+    for task in TASKS[:4]:
+        env = E.play(E.FinalityEnv(task, 0, fb.FaultProfile.default(), fb.Costs()), ref.make())
+        assert env.fault_blind
+        blind = (E._row(env, ref.label), tuple(env.world.captures))
+        for seed, profile in [(7, fb.FaultProfile.default()), (2, fb.FaultProfile.only("duplicate", "reorder",
+                                                                                          intensity=0.9))]:
+            derived = E._derived(blind, task, seed, profile)
+            assert derived == _played(task, "finality_gate", seed, profile)
+            assert derived[E.COLUMNS.index("seed")] == seed and len(derived) == len(E.COLUMNS)
+
+
+def test_the_fired_columns_sit_between_unrelated_and_retry_at():
+    i = E.COLUMNS.index("unrelated")
+    assert E.COLUMNS[i + 1:i + 1 + len(C.FAMILIES)] == tuple(f"fired_{f}" for f in C.FAMILIES)
+    assert E.COLUMNS[i + 1 + len(C.FAMILIES)] == "retry_at"
+
+
+# --- run_chunk: rows in (task, seed) order; the memo of fault-blind episodes -------------------------------------
+
+def _rows(parts):
+    return [list(zip(*cols.values())) for cols in parts]
+
+
+def test_run_chunk_gives_columns_per_policy_in_task_then_seed_order():
+    refs = [as_ref("sop"), as_ref("finality_gate")]
+    # a profile and costs other than the defaults: what is played is what was asked
+    profile = fb.FaultProfile.only("duplicate", "reorder", intensity=0.9)
+    costs = fb.Costs(dispute_fee=50.0, step_budget=12)
+    parts = E.run_chunk(TASKS[:2], refs, [4, 1], profile, costs)
+    assert [list(p) for p in parts] == [list(E.COLUMNS)] * 2
+    for ref, cols in zip(refs, parts):
+        assert cols["policy"] == [ref.label] * 4
+        assert cols["task_id"] == [TASKS[0].task_id] * 2 + [TASKS[1].task_id] * 2
+        assert cols["seed"] == [4, 1, 4, 1]
+        expect = [E.episode_row(t, ref, s, profile, costs) for t in TASKS[:2] for s in (4, 1)]
+        assert list(zip(*cols.values())) == expect
+    default = E.run_chunk(TASKS[:2], refs[:1], [4, 1], fb.FaultProfile.default(), fb.Costs())
+    assert default[0] != parts[0]  # the check above can fail: the arguments change the rows
+
+
+def test_only_a_sharing_run_keeps_fault_blind_episodes_and_keys_them_fully():
+    gate = as_ref("finality_gate")
+    fb.clear_caches()
+    E.run_chunk(TASKS[:3], [gate], [0, 1], fb.FaultProfile.default(), fb.Costs())
+    assert not E._BLIND  # not shared by default
+    E.run_chunk(TASKS[:3], [as_ref("sop"), gate], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
+    # one entry per task, for the gate only (sop reads systems), keyed by task, policy, costs and probe
+    assert set(E._BLIND) == {(t, gate.cache_key(), fb.Costs().key(), None) for t in TASKS[:3]}
+    for (task, *_), (row, captures) in E._BLIND.items():
+        assert row == _played(task, "finality_gate", 0, fb.FaultProfile.default())
+    fb.clear_caches()
+
+
+def test_a_shared_episode_is_derived_not_played_and_equals_a_played_one(monkeypatch):
+    gate = as_ref("finality_gate")
+    fb.clear_caches()
+    E.run_chunk(TASKS[:2], [gate], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
+    played = []
+    real = E.play
+    monkeypatch.setattr(E, "play", lambda env, policy: played.append(env.seed) or real(env, policy))
+    none = fb.FaultProfile.none()
+    parts = E.run_chunk(TASKS[:2], [gate], [5, 6], none, fb.Costs(), None, True)
+    assert played == []  # both tasks' episodes came from the memo
+    monkeypatch.undo()
+    assert _rows(parts)[0] == [_played(t, "finality_gate", s, none) for t in TASKS[:2] for s in (5, 6)]
+    fb.clear_caches()
+
+
+def test_the_memo_of_fault_blind_episodes_is_cleared_when_full(monkeypatch):
+    gate = as_ref("finality_gate")
+    fb.clear_caches()
+    monkeypatch.setattr(E, "_BLIND_SIZE", 2)
+    E.run_chunk(TASKS[:3], [gate], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
+    # two entries filled it; the third task's entry found it full, cleared it and went in alone
+    assert [k[0] for k in E._BLIND] == [TASKS[2]]
+    fb.clear_caches()
+
+
+def test_a_user_policy_is_never_kept_even_in_a_sharing_run():
+    class Closer:
+        name = "closer"
+        cache_id = "v1"
+
+        def begin(self, brief):
+            self.o = brief["order_id"]
+
+        def act(self, obs):
+            return "close", {"order_id": self.o}
+
+    fb.clear_caches()
+    parts = E.run_chunk(TASKS[:2], [as_ref(Closer)], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
+    assert not E._BLIND and parts[0]["calls"] == ["close"] * 4
+
+
+# --- cap_jobs: at most one worker per piece of work and per core ----------------------------------------------
+
+def test_cap_jobs_caps_at_the_work_and_the_cores(capsys, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert E.cap_jobs(1, 10) == 1 and E.cap_jobs(-1, 10) == 4 and E.cap_jobs(-1, 2) == 2
+    assert E.cap_jobs(3, 10) == 3 and E.cap_jobs(4, 10) == 4
+    assert capsys.readouterr().err == ""  # nothing capped, nothing said (-1 is never "capped")
+    assert E.cap_jobs(8, 10) == 4
+    assert capsys.readouterr().err == "note: n_jobs=8 capped at 4 (10 chunks of work, 4 cores)\n"
+    assert E.cap_jobs(3, 2, where="x", pieces="tasks") == 2
+    assert capsys.readouterr().err == "note: n_jobs=3 capped at 2 (2 tasks of work, 4 cores)\n"
+    assert E.cap_jobs(2, 0) == 1  # never fewer than one worker
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one core
+    assert E.cap_jobs(-1, 10) == 1
+
+
+@pytest.mark.parametrize("bad", [0, -2, True, 1.0, "2", None])
+def test_cap_jobs_refuses_what_is_not_a_worker_count(bad):
+    with pytest.raises(fb.FinbenchError, match="n_jobs"):
+        E.cap_jobs(bad, 10, where="evaluate")
+
+
+def test_a_label_is_shown_without_control_characters():
+    assert E._shown("odd\x1b[2J\nname\t") == "odd?[2J?name?"
+    assert E._shown("sop[patience=60]") == "sop[patience=60]"
+
+
+class _Retrier:
+    """Captures again under two fresh keys (one of them twice), then closes."""
+
+    name = "retrier"
+
+    def begin(self, brief):
+        o = self.o = brief["order_id"]
+        self.q = [("wait", {"order_id": o, "ticks": 10}), ("retry_capture", {"order_id": o, "idempotency_key": "k1"}),
+                  ("wait", {"order_id": o, "ticks": 5}), ("retry_capture", {"order_id": o, "idempotency_key": "k2"}),
+                  ("retry_capture", {"order_id": o, "idempotency_key": "k2"})]
+
+    def act(self, obs):
+        return self.q.pop(0) if self.q else ("close", {"order_id": self.o})
+
+
+def test_retry_at_lists_the_ticks_of_fresh_key_captures():
+    task = TASKS[0]
+    env = E.play(E.FinalityEnv(task, 0, fb.FaultProfile.none(), fb.Costs()), _Retrier())
+    row = dict(zip(E.COLUMNS, E._row(env, "retrier")))
+    # by hand from the calls made: the tick each retry_capture under a key not used before took effect,
+    # which is the tick the next call was issued at (calls are sequential; no fault charges twice here)
+    calls = env.calls()
+    seen, fresh = set(), []
+    for (_, tool, args), (after, _, _) in zip(calls, calls[1:]):
+        if tool == "retry_capture" and args["idempotency_key"] not in seen:
+            seen.add(args["idempotency_key"])
+            fresh.append(str(after))
+    assert len(fresh) == 2
+    assert row["retry_at"] == ";".join(fresh)
+    assert row["calls"] == "wait:10;retry_capture:k1;wait:5;retry_capture:k2;retry_capture:k2;close"
+    assert row["n_calls"] == 6
+
+
+@pytest.mark.parametrize("bad, shown", [(0, "0"), (True, "True"), ("2", "'2'"), (-2, "-2")])
+def test_a_bad_worker_count_is_named_with_its_caller_and_value(bad, shown):
+    with pytest.raises(fb.FinbenchError) as raised:
+        E.cap_jobs(bad, 10)  # the default caller is evaluate
+    assert str(raised.value) == f"evaluate: n_jobs must be a positive integer, or -1 for every core, got {shown}"
+    with pytest.raises(fb.FinbenchError, match=r"^run: n_jobs must be"):
+        E.cap_jobs(bad, 10, where="run")
+
+
+def test_under_a_cluster_backend_the_cap_is_the_work_only(monkeypatch, capsys):
+    monkeypatch.setattr(E, "_cluster_backend", lambda: True)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert E.cap_jobs(-1, 500) == 500 and E.cap_jobs(64, 500) == 64 and E.cap_jobs(64, 10) == 10
+    assert E.cap_jobs(1, 500) == 1 and E.cap_jobs(-1, 1) == 1 and E.cap_jobs(8, 1) == 1
+    assert "capped at 1 (1 chunks of work, 2 cores)" in capsys.readouterr().err
+
+
+def test_a_cluster_is_not_capped_at_this_machines_cores(monkeypatch):
+    monkeypatch.setattr(E, "_cluster_backend", lambda: True)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert E.cap_jobs(2, 500) == 2 and E.cap_jobs(-1, 2) == 2 and E.cap_jobs(-1, 3) == 3
+
+
+def test_a_memo_entry_of_the_full_probe_never_serves_another_probe_mode():
+    # the gate is fault-blind under the full probe; under a delayed probe it plays differently and must be played
+    from finbench.sim.probe import ProbeMode
+
+    gate = as_ref("finality_gate")
+    fb.clear_caches()
+    E.run_chunk(TASKS[:4], [gate], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
+    assert len(E._BLIND) == 4
+    delayed = ProbeMode.delayed()
+    parts = E.run_chunk(TASKS[:4], [gate], [0, 1], fb.FaultProfile.default(), fb.Costs(), delayed, True)
+    expect = [E._row(E.play(E.FinalityEnv(t, s, fb.FaultProfile.default(), fb.Costs(), probe=delayed), gate.make()),
+                     gate.label) for t in TASKS[:4] for s in (0, 1)]
+    assert _rows(parts)[0] == expect
+    fb.clear_caches()
+
+
+def test_episode_row_plays_under_the_given_costs_and_probe():
+    from finbench.sim.probe import ProbeMode
+
+    costs, probe, profile = fb.Costs(dispute_fee=50.0, step_budget=12), ProbeMode.delayed(), fb.FaultProfile.none()
+    ref = as_ref("finality_gate")
+    for task in TASKS[:3]:
+        row = E.episode_row(task, ref, 2, profile, costs, probe)
+        env = E.FinalityEnv(task, 2, profile, costs, probe=probe)
+        assert row == E._row(E.play(env, ref.make()), ref.label)
+        assert env.costs is costs and env.probe is probe
