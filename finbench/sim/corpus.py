@@ -235,6 +235,15 @@ def _build(archetype: str, draws: dict, *, order_id: str, task_id: str, unit: st
 
 def _unit_plan(n_tasks: int) -> list[tuple[str, tuple[str, ...]]]:
     """(kind, archetypes) per unit; the default mix scaled to n_tasks by largest remainder."""
+    kinds, counts = _unit_counts(n_tasks)
+    plan = []
+    for (kind, arch, _), c in zip(kinds, counts):
+        plan += [(kind, arch)] * c
+    return plan
+
+
+def _unit_counts(n_tasks: int) -> tuple[list[tuple[str, tuple[str, ...], int]], list[int]]:
+    """The kinds of unit (kind, archetypes, default count) and how many of each `n_tasks` holds."""
     kinds = [(a, (a,), n) for a, n in C.SINGLES.items()]
     kinds += [(k, arch, n) for k, (arch, n) in C.PAIRS.items()]
     if n_tasks == C.DEFAULT_TASKS:
@@ -250,10 +259,7 @@ def _unit_plan(n_tasks: int) -> list[tuple[str, tuple[str, ...]]]:
             if used + len(kinds[i][1]) <= n_tasks:
                 counts[i] += 1
                 used += len(kinds[i][1])
-    plan = []
-    for (kind, arch, _), c in zip(kinds, counts):
-        plan += [(kind, arch)] * c
-    return plan
+    return kinds, counts
 
 
 def make_corpus(master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS) -> Corpus:
