@@ -97,7 +97,8 @@ ifeq ($(MUTATE_SAMPLE),)
 	$(MUTMUT) run --max-children $(MUTATE_JOBS) $(foreach g,$(MUTANT_GLOBS),'$(g)')
 else
 	# first the mutants and the test statistics (a name no mutant has: nothing is run), then the sample
-	$(MUTMUT) run --max-children $(MUTATE_JOBS) 'finbench.no_such_module.x_none'
+	$(MUTMUT) run --max-children $(MUTATE_JOBS) 'finbench.no_such_module.x_none' > mutants/prepare.log 2>&1 \
+		|| grep -q "nothing matches" mutants/prepare.log || { cat mutants/prepare.log; exit 1; }
 	$(MUTMUT) run --max-children $(MUTATE_JOBS) $$($(PY) scripts/mutation_sample.py $(MUTATE_SAMPLE) $(MUTATE))
 endif
 	$(PY) scripts/mutation_report.py

@@ -37,7 +37,7 @@ OUT = ROOT / "docs" / "mutation.md"
 TRIAGE = ROOT / "docs" / "mutation_triage.csv"
 SAMPLE = ROOT / "docs" / "mutation_sample.json"  # scripts/mutation_sample.py: modules measured on a sample
 COLUMNS = ("killed", "survived", "timeout", "error", "other", "not checked")
-VERDICTS = ("equivalent", "gap")
+VERDICTS = ("equivalent", "gap", "killed since")  # killed since: by a test added after the run, checked by hand
 GONE = "Gone since that run: "
 
 
@@ -240,7 +240,8 @@ def main() -> None:
             if kept:
                 sections += ["| mutant | status | change | verdict | why |", "| --- | --- | --- | --- | --- |", *kept]
             for row in kept:
-                counts["gap" if "**gap**" in row else "untriaged" if "**untriaged**" in row else "equivalent"] += 1
+                counts["gap" if "**gap**" in row else "untriaged" if "**untriaged**" in row
+                       else "killed since" if "| killed since |" in row else "equivalent"] += 1
             continue
         if not survivors[mod]:
             continue
@@ -261,7 +262,8 @@ def main() -> None:
             elif " ".join(note["change"].split()) != what:
                 verdict, why = "**untriaged**", f"(the triage row describes another change: {cell(note['change'])})"
             else:
-                verdict, why = note["verdict"] if note["verdict"] == "equivalent" else "**gap**", cell(note["why"])
+                verdict = {"equivalent": "equivalent", "killed since": "killed since"}.get(note["verdict"], "**gap**")
+                why = cell(note["why"])
             counts[verdict.strip("*")] += 1
             short = name.rpartition(".")[2]
             sections.append(f"| `{short}` | {status_by_exit_code[codes_of[name]]} | {code(what)} | {verdict} | {why} |")
@@ -269,7 +271,8 @@ def main() -> None:
     if sections:
         out.append(f"{sum(counts.values())} mutants survived or were reached by no test: {counts['equivalent']} "
                    f"equivalent (no test can tell them from the original), {counts['gap']} gaps (a test should "
-                   f"kill them), {counts['untriaged']} untriaged. `mutmut show <module>.<mutant>` (e.g. "
+                   f"kill them), {counts['killed since']} killed since (by a test added after the run, each checked by "
+                   f"applying the mutation by hand; the next run counts them), {counts['untriaged']} untriaged. `mutmut show <module>.<mutant>` (e.g. "
                    "`mutmut show finbench.sim.economics.x_settle_case__mutmut_1`) prints one as a diff.")
         out += sections
     else:

@@ -525,3 +525,18 @@ def test_a_container_subclass_counts_by_its_code_and_state_not_only_its_elements
     assert one is not None and other_code is not None and other_state is not None
     assert one != other_code and one != other_state
     assert identity(policy(make(300, 5))) == one  # the same code and state: the same identity
+
+
+def test_packaged_names_the_package_s_own_classes_and_functions_only():
+    """A class or function of finbench is named, never hashed; a user's is neither."""
+    from finbench.agents.policies import FinalityGate
+    from finbench.sim.corpus import make_corpus
+
+    class Mine:
+        pass
+
+    def mine():
+        return 1
+
+    assert packaged(FinalityGate) and packaged(make_corpus)
+    assert not packaged(Mine) and not packaged(mine) and not packaged(json.dumps)

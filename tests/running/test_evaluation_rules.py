@@ -268,3 +268,33 @@ def test_episode_row_plays_under_the_given_costs_and_probe():
         env = E.FinalityEnv(task, 2, profile, costs, probe=probe)
         assert row == E._row(E.play(env, ref.make()), ref.label)
         assert env.costs is costs and env.probe is probe
+
+
+# --- evaluate's own doors: the names its errors give, what it prints by default --------------------------------
+
+def test_a_bad_probe_is_named_as_evaluate_s_argument():
+    with pytest.raises(fb.FinbenchError, match=r"^evaluate: probe must be"):
+        fb.evaluate(fb.make_corpus(n_tasks=2), ["sop"], seeds=[0], probe="loud", cache=False)
+
+
+def test_a_bad_cache_says_what_it_may_be():
+    with pytest.raises(fb.FinbenchError, match=r"^evaluate: cache must be True \(data/cache\), False \(no cache\) "
+                                              r"or a folder path, got ''$"):
+        fb.evaluate(fb.make_corpus(n_tasks=2), ["sop"], seeds=[0], cache="")
+
+
+def test_evaluate_shows_no_progress_bar_unless_asked(capsys):
+    fb.evaluate(fb.make_corpus(n_tasks=2), ["sop"], seeds=[0], cache=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_declared_cache_id_that_cannot_be_hashed_is_noted_once(capsys):
+    E.note_uncached([as_ref("sop")], ["registry:sop"])  # a built-in with its key: nothing to say
+    assert capsys.readouterr().err == ""
+
+    class Ref:
+        label, builtin, cache_id = "mine", False, "v1"
+
+    E.note_uncached([Ref()], [None])
+    assert capsys.readouterr().err == ("note: playing mine afresh (not cached): it declares a cache_id, but its code "
+                                       "or state cannot be read or hashed to check it\n")

@@ -400,3 +400,47 @@ def test_the_unit_plan_holds_exactly_n_tasks_for_every_size_a_corpus_may_have():
 
     assert _plan_sizes_wrong(range(1, MAX_TASKS + 1)) == []
     assert [sum(len(arch) for _, arch in _unit_plan(n)) for n in (1, 30, 321, 1000)] == [1, 30, 321, 1000]
+
+
+# --- load_corpus's refusals name what they found -----------------------------------------------------------------
+
+def _saved(tmp_path):
+    path = tmp_path / "c.jsonl"
+    make_corpus(n_tasks=30).save(path)
+    return path, path.read_text().splitlines()
+
+
+def test_load_corpus_names_a_path_that_is_not_one():
+    with pytest.raises(CorpusError, match=r"^load_corpus: path must be a file path, got 12$"):
+        load_corpus(12)
+
+
+def test_a_content_fingerprint_that_does_not_match_names_both(tmp_path):
+    path, lines = _saved(tmp_path)
+    head = json.loads(lines[0])
+    head["fingerprint"] = "0" * len(head["fingerprint"])
+    path.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    with pytest.raises(CorpusError, match=rf"does not match the header's '{'0' * len(head['fingerprint'])}': the "
+                                          r"file was edited or truncated; regenerate it$"):
+        load_corpus(path)
+
+
+def test_an_edited_header_says_to_regenerate_the_file(tmp_path):
+    path, lines = _saved(tmp_path)
+    head = json.loads(lines[0])
+    head["master_seed"] = head["master_seed"] + 1
+    path.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    with pytest.raises(CorpusError, match=r"the header's digest does not match its fields and tasks \(was the header "
+                                          r"edited, e.g. master_seed or n_tasks\?\); regenerate the file$"):
+        load_corpus(path)
+
+
+def test_make_task_draws_are_keyed_by_archetype_and_seed():
+    """Two archetypes at one seed draw from their own streams: a stale processor's lag is its own draw."""
+    from finbench.sim.corpus import _draw_unit, make_task
+    from finbench.sim.rng import generator
+
+    want = _draw_unit(generator("make-task", "stale_processor", 4), "stale_processor")["processor_lag"]
+    assert make_task("stale_processor", seed=4).processor_lag == want
+    other = _draw_unit(generator("make-task", 4), "stale_processor")["processor_lag"]
+    assert want != other  # the key's archetype matters for this draw (else the check above could not fail)
