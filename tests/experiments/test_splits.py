@@ -1,4 +1,5 @@
 """Splits (issue 10): derived split seeds, the headline on several corpora, per-claim counts, spreads, the notebook."""
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -81,6 +82,12 @@ def test_corpora_in_parallel_give_the_same_frames_and_counts(tmp_path):
     pd.testing.assert_frame_equal(par_values, values)
     pd.testing.assert_frame_equal(par_verdicts, verdicts)
     assert par == one
+    clear_caches()
+    # warm: each corpus's result is read from the results cache, no episode is loaded or played
+    assert counted(run.replace(cache=tmp_path / "par"))[1] == {"simulated": 0, "loaded": 0}
+    # without the kept results, the workers' episodes are in the episode cache for one process
+    for kept in (tmp_path / "par").glob("results-*"):
+        shutil.rmtree(kept)
     clear_caches()
     assert counted(run.replace(cache=tmp_path / "par"))[1] == {"simulated": 0, "loaded": one["simulated"]}
 
