@@ -6,7 +6,6 @@ flat layout `<policy>/<key>.json`, a file read only if it is a regular one), not
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -25,22 +24,7 @@ POSIX = pytest.mark.skipif(not hasattr(os, "mkfifo") or not hasattr(signal, "SIG
 HEADER = b'{"format": "finbench-episodes/2", "key": "x"}\n{}'
 
 
-class _Timeout(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _within(seconds):
-    """Fail (not hang) if the block takes longer than `seconds`: opening a FIFO without O_NONBLOCK blocks."""
-    def ring(signum, frame):
-        raise _Timeout(f"took more than {seconds} s")
-    old = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+from tests.running.test_evaluation import _within  # noqa: E402 - one alarm helper for both files
 
 
 # --- _head: the first bytes of a regular file, never through a link, never blocking ----------------------
