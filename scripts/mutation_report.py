@@ -190,7 +190,9 @@ def main() -> None:
         if mod not in sampled or mod in carried:
             return "all"
         k, m = c["killed"] + c["timeout"] + c["error"], n - c["not checked"]
-        return f"{len(sampled[mod]['names'])} of {sampled[mod]['of']}, seed {sampled[mod]['seed']}; 95% {wilson(k, m)}"
+        note = f"; {sampled[mod]['note']}" if sampled[mod].get("note") else ""
+        return (f"{len(sampled[mod]['names'])} of {sampled[mod]['of']}, seed {sampled[mod]['seed']}; "
+                f"95% {wilson(k, m)}{note}")
 
     out = [
         "# Mutation testing",

@@ -298,3 +298,65 @@ def test_a_declared_cache_id_that_cannot_be_hashed_is_noted_once(capsys):
     E.note_uncached([Ref()], [None])
     assert capsys.readouterr().err == ("note: playing mine afresh (not cached): it declares a cache_id, but its code "
                                        "or state cannot be read or hashed to check it\n")
+
+
+# --- check_inputs names each argument in its message ------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(corpus=[1]), "evaluate: corpus must be a Corpus (make_corpus, load_corpus), got [1]"),
+    (dict(profile="loud"), "evaluate: profile must be a FaultProfile (FaultProfile.default(), .none(), .only(...), "
+                           ".without(...)), got 'loud'"),
+    (dict(costs=3), "evaluate: costs must be a Costs, got 3"),
+    (dict(seeds=5), "evaluate: seeds must be an iterable of integers >= 0, e.g. range(5), got 5"),
+])
+def test_check_inputs_names_the_argument_and_what_it_may_be(kwargs, message):
+    args = dict(corpus=fb.make_corpus(n_tasks=2), seeds=[0], profile=None, costs=None)
+    args.update(kwargs)
+    with pytest.raises(fb.FinbenchError) as e:
+        E.check_inputs("evaluate", args["corpus"], args["seeds"], args["profile"], args["costs"])
+    assert str(e.value) == message
+
+
+def test_an_empty_corpus_and_a_bad_seed_are_named():
+    from finbench.sim.corpus import Corpus
+
+    with pytest.raises(fb.FinbenchError) as e:
+        E.check_inputs("evaluate", Corpus((), None), [0], None, None)
+    assert str(e.value).startswith("evaluate: corpus must be a Corpus with at least one task, got ")
+    with pytest.raises(fb.FinbenchError, match=r"^evaluate: each seed must be"):
+        E.check_inputs("evaluate", fb.make_corpus(n_tasks=2), [-1], None, None)
+
+
+# --- evaluate's counts, default cache folder, rejected files, progress -------------------------------------------
+
+def test_cache_true_is_the_default_folder_and_the_counts_say_simulated_then_loaded(tmp_path, monkeypatch):
+    from finbench.running.stats import EPISODES
+
+    monkeypatch.setattr(E, "CACHE_DIR", tmp_path / "default")
+    corpus = fb.make_corpus(n_tasks=3)
+    before = dict(EPISODES)
+    fb.evaluate(corpus, ["sop"], seeds=[0, 1], cache=True)
+    assert (EPISODES["simulated"] - before.get("simulated", 0), EPISODES["loaded"] - before.get("loaded", 0)) == (6, 0)
+    assert list((tmp_path / "default").glob("episodes-*/sop/*.json"))  # written under the default folder
+    fb.clear_caches()
+    before = dict(EPISODES)
+    fb.evaluate(corpus, ["sop"], seeds=[0, 1], cache=True)
+    assert (EPISODES["simulated"] - before.get("simulated", 0), EPISODES["loaded"] - before.get("loaded", 0)) == (0, 6)
+
+
+def test_a_rejected_cache_file_warns_at_the_callers_line(tmp_path):
+    corpus = fb.make_corpus(n_tasks=3)
+    fb.evaluate(corpus, ["sop"], seeds=[0], cache=tmp_path)
+    (path,) = list(tmp_path.glob("episodes-*/sop/*.json"))
+    path.write_bytes(path.read_bytes()[:-5])  # cut short: its digest no longer matches
+    fb.clear_caches()
+    with pytest.warns(E.CacheWarning, match="recomputed 1 cached chunk") as caught:
+        fb.evaluate(corpus, ["sop"], seeds=[0], cache=tmp_path)
+    assert caught[0].filename == __file__ or "/finbench/" not in caught[0].filename
+
+
+def test_progress_shows_the_chunks(capsys):
+    fb.evaluate(fb.make_corpus(n_tasks=2), ["sop"], seeds=[0], cache=False, progress=True)
+    import re
+
+    assert re.search(r"(^|\r)chunks: ", capsys.readouterr().err)
