@@ -145,3 +145,17 @@ def test_a_chargeback_reverses_only_the_captures_that_moved_money():
     trace = build_trace(task, [original_capture(task), failed, late], [], [], _outcome(chargeback=V), [])
     assert [(r["t"], r["receipt"]) for r in trace if r["kind"] == "reverse"] == [(500, "cap-1")]
     assert trace[-1] == {"kind": "summary", "net_amount": 0.0}
+
+
+def test_episode_inputs_carry_the_agent_s_own_ship_as_a_disposition():
+    """An episode that ends with the agent's ship hands build_trace that ship, at its tick, by the agent."""
+    from finbench.sim.env import FinalityEnv
+    from finbench.sim.trace import episode_inputs
+
+    task = fb.make_corpus(n_tasks=30).tasks[0]
+    env = FinalityEnv(task, 0)
+    order = env.reset()["order_id"]
+    env.step("wait", order_id=order, ticks=10)
+    env.step("ship", order_id=order)
+    moves = episode_inputs(env, env.outcome())[3]
+    assert moves == [(env.disposition_t, "ship", task.order_value, "agent")] and env.disposition_t >= 10
