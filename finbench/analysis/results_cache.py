@@ -39,7 +39,7 @@ import scipy
 from finbench.analysis.verdicts import PAPER_CLAIMS
 from finbench.files import atomic_write
 from finbench.memo import memoised, register
-from finbench.running.cache import CACHE_DIR, CacheWarning
+from finbench.running.cache import CACHE_DIR, CacheWarning, first_time
 
 FORMAT = "finbench-results/1"
 _FOLDER = re.compile(r"^results-[0-9a-f]{16}$")
@@ -89,11 +89,7 @@ def _folder(cache) -> Path | None:
         warnings.warn(f"the results cache folder {base} cannot be used ({e.strerror or e}); computing afresh",
                       CacheWarning, stacklevel=4)
         return None
-    where = os.path.realpath(base)
-    if where not in _PRUNED:
-        if len(_PRUNED) >= _PRUNED_SIZE:
-            _PRUNED.clear()
-        _PRUNED.add(where)
+    if first_time(_PRUNED, _PRUNED_SIZE, base):
         for entry in os.scandir(base):
             if entry.is_dir(follow_symlinks=False) and _FOLDER.match(entry.name) and entry.name != here.name:
                 shutil.rmtree(entry.path, ignore_errors=True)

@@ -129,13 +129,21 @@ def usable(cache_dir: Path) -> Path | None:
         warnings.warn(f"the episode cache folder {cache_dir} cannot be used ({e.strerror or e}); "
                       "the run goes on uncached", CacheWarning, stacklevel=3)
         return None
-    where = os.path.realpath(cache_dir)
-    if where not in _PRUNED:
-        if len(_PRUNED) >= _PRUNED_SIZE:
-            _PRUNED.clear()
-        _PRUNED.add(where)
+    if first_time(_PRUNED, _PRUNED_SIZE, cache_dir):
         prune(Path(cache_dir))
     return Path(cache_dir)
+
+
+def first_time(seen: set, bound: int, folder) -> bool:
+    """Whether this process meets `folder` (by its resolved path) for the first time in `seen`, a registered
+    memo emptied when it holds `bound` paths; notes it as met."""
+    where = os.path.realpath(folder)
+    if where in seen:
+        return False
+    if len(seen) >= bound:
+        seen.clear()
+    seen.add(where)
+    return True
 
 
 def prune(cache_dir: Path) -> int:

@@ -215,3 +215,21 @@ def test_a_module_from_outside_the_package_keeps_no_splits_result(modules, tmp_p
     run = fb.Run.make(fb.PUBLIC_SEED, 30, seeds=range(1), n_boot=20, cache=tmp_path / "c", n_jobs=1)
     splits.episodes(run, split_seeds(1, fb.REGEN_SEED), mine)
     assert not list((tmp_path / "c").glob("results-*/splits/*.json"))
+
+
+def test_a_results_folder_that_cannot_be_made_warns_once_and_computes(tmp_path):
+    base = tmp_path / "cache"
+    base.write_text("a file, not a folder")
+    compute = Counted(_frame())
+
+    def splits_corpus():  # frames' caller, as the splits experiment's is; the warning points past it
+        return R.frames(base, "t", ["a"], compute)
+
+    with pytest.warns(R.CacheWarning, match=rf"^the results cache folder {base} cannot be used \(.+\); "
+                                            r"computing afresh$") as caught:
+        got = splits_corpus()
+    # the line that called the splits experiment's corpus (here), never one inside finbench (under mutation
+    # testing, mutmut's wrapper)
+    assert len(caught) == 1 and (caught[0].filename == __file__ or "/finbench/" not in caught[0].filename)
+    _assert_same(got, compute.frames)
+    assert compute.calls == 1 and base.read_text() == "a file, not a folder"
