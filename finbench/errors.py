@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import math
 import operator
+import os
+import sys
+import warnings
 from numbers import Real
 
 _SHOW = 60
@@ -22,6 +25,18 @@ class FinbenchError(ValueError, TypeError):
 
 class PolicyError(FinbenchError):
     """A policy that cannot be used: unknown name or knob, colliding label, a bad object or a bad answer."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_caller(message: str, category: type[Warning]) -> None:
+    """Warn at the first line outside the package: the user's call, however many of the package's own
+    frames (helpers, wrappers, a test harness's trampolines) lie between it and the warning."""
+    frame, level = sys._getframe(1), 2  # level 1 would name this function's line, 2 its caller's
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def show(value: object) -> str:

@@ -9,6 +9,9 @@ identity is built from the code that runs and the values it reads, never from
   defaults and closure values, any other attribute by its value;
 - an object: its class's identity and its state (`__dict__` and slots), each
   value walked the same way (a function held by an object counts by its code);
+  an object of a user's subclass of a C type (list, dict, str, set, deque...)
+  also by what that type holds (elements, items, text), as pickle reduces it;
+- a dict by its items in insertion order (the order a policy iterating it reads);
 - a class's metaclass, if it is the user's, as a class;
 - a function, lambda or closure: its code, defaults, closure values, its own
   attributes (`__dict__`: what `functools.wraps` and `f.limit = 3` set), and every
@@ -48,6 +51,10 @@ _BOOKKEEPING = frozenset({"__dict__", "__weakref__", "__module__", "__qualname__
 """Class attributes Python keeps for itself, not behaviour (`copy` adds `__slotnames__` on first use)."""
 
 
+_HEAPTYPE = 1 << 9
+"""`type.__flags__` bit of a class made by a class statement; without it, a C type (list, dict, deque...)."""
+
+
 class _NoIdentity(Exception):
     """Raised inside the walk when some part has no stable identity."""
 
@@ -71,14 +78,13 @@ def identity(obj: Any) -> str | None:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def _walk(obj: Any, depth: int, seen: dict[int, int]) -> Any:
+def _walk(obj: Any, depth: int, seen: dict[int, tuple]) -> Any:
     """The identity parts of `obj`; a cycle back to something already walked is its visit number."""
     if depth <= 0:
         raise _NoIdentity("too deep")
     if id(obj) in seen:
-        return ("seen", seen[id(obj)])
-    if isinstance(obj, _CALLABLE) or _is_object(obj):
-        seen[id(obj)] = len(seen)
+        return ("seen", seen[id(obj)][0])
+    seen[id(obj)] = (len(seen), obj)  # held, so that no object made during the walk reuses its id
     if isinstance(obj, functools.partial):
         return ("partial", _walk(obj.func, depth - 1, seen), _value(obj.args, depth, seen),
                 _value(obj.keywords, depth, seen))
@@ -91,14 +97,30 @@ def _walk(obj: Any, depth: int, seen: dict[int, int]) -> Any:
     if isinstance(obj, (types.BuiltinFunctionType, types.ModuleType)):
         raise _NoIdentity(f"no code to read in {obj!r}")
     # an object: what its class plays, from which state
-    return ("object", *_class(type(obj), depth, seen), _value(_attributes(obj), depth, seen))
+    return ("object", *_class(type(obj), depth, seen), _value(_attributes(obj), depth, seen),
+            *_base_state(obj, depth, seen))
 
 
-def _is_object(obj: Any) -> bool:
-    return hasattr(obj, "__dict__") and not isinstance(obj, (types.ModuleType, type))
+def _base_state(obj: Any, depth: int, seen: dict[int, tuple]) -> tuple:
+    """What an object of a user's subclass of a C type (list, dict, str, int, set, deque, ...) holds in
+    that type's own layout, outside `__dict__`: its elements, items, text or number, as pickle's reduction
+    gives them. Its methods read it, so it counts; state that cannot be reduced has no identity."""
+    if not any(b is not object and not b.__flags__ & _HEAPTYPE for b in type(obj).__mro__):
+        return ()
+    if isinstance(obj, (set, frozenset)):
+        return (_state(frozenset(obj)),)  # sorted: a set's reduction follows the hash seed
+    try:
+        reduced = obj.__reduce_ex__(4)
+    except Exception as exc:  # noqa: BLE001 - what pickle cannot reduce has no stable identity
+        raise _NoIdentity(f"cannot read the state of {type(obj).__qualname__}: {exc}") from None
+    if isinstance(reduced, str):  # pickled by a global's name: what that global holds is not read here
+        raise _NoIdentity(f"{type(obj).__qualname__} reduces to the name {reduced!r}")
+    _, args, state, items, pairs = (*reduced, None, None, None)[:5]
+    args = tuple("cls" if a is type(obj) else a for a in args)  # the class itself is walked above
+    return (_value((args, state, list(items or ()), list(pairs or ())), depth - 1, seen),)
 
 
-def _class(cls: type, depth: int, seen: dict[int, int]) -> tuple:
+def _class(cls: type, depth: int, seen: dict[int, tuple]) -> tuple:
     out: list = [f"{cls.__module__}.{cls.__qualname__}"]
     meta = type(cls)
     if meta is not type and not _library(meta):  # a class attribute may be the metaclass's
@@ -120,7 +142,7 @@ def _class(cls: type, depth: int, seen: dict[int, int]) -> tuple:
     return tuple(out)
 
 
-def _function(fn, depth: int, seen: dict[int, int]) -> tuple:
+def _function(fn, depth: int, seen: dict[int, tuple]) -> tuple:
     if _library(fn):
         return ("function", f"{fn.__module__}.{fn.__qualname__}")
     closure = tuple(_cell(c, depth, seen) for c in (fn.__closure__ or ()))
@@ -130,7 +152,7 @@ def _function(fn, depth: int, seen: dict[int, int]) -> tuple:
             _value(own, depth - 1, seen))
 
 
-def _cell(cell, depth: int, seen: dict[int, int]) -> Any:
+def _cell(cell, depth: int, seen: dict[int, tuple]) -> Any:
     try:
         value = cell.cell_contents
     except ValueError:  # an empty cell
@@ -138,7 +160,7 @@ def _cell(cell, depth: int, seen: dict[int, int]) -> Any:
     return _value(value, depth - 1, seen)
 
 
-def _globals(fn, depth: int, seen: dict[int, int]) -> tuple:
+def _globals(fn, depth: int, seen: dict[int, tuple]) -> tuple:
     """The identity of every global a function's code names (a module by its name only)."""
     out = []
     glob = fn.__globals__  # only functions come here
@@ -153,29 +175,21 @@ def _globals(fn, depth: int, seen: dict[int, int]) -> tuple:
     return tuple(out)
 
 
-def _value(value: Any, depth: int, seen: dict[int, int]) -> Any:
+def _value(value: Any, depth: int, seen: dict[int, tuple]) -> Any:
     """A value's identity: code for what runs, `joblib.hash` for plain data, containers element-wise."""
     if isinstance(value, _CALLABLE):
         return _walk(value, depth, seen)
     wrapped = getattr(value, "__wrapped__", None) if callable(value) else None
     if isinstance(wrapped, types.FunctionType):  # a decorated helper (`functools.lru_cache`, `wraps`): its code
         return ("wrapped", _walk(wrapped, depth, seen))
-    if isinstance(value, (list, tuple, dict)) and type(value) not in (list, tuple, dict) \
-            and not _library(type(value)):
-        # a user's subclass plays its own methods from its own attributes: both count, beside the elements
-        plain = dict(value) if isinstance(value, dict) else list(value)
-        return ("subclass", _walk(value, depth, seen), _value(plain, depth - 1, seen))
+    if not _library(type(value)):
+        # an object of a user's class (slotted, or a subclass of list, dict, str...): its code and state
+        return _walk(value, depth, seen)
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, *(_value(v, depth - 1, seen) for v in value))
-    if isinstance(value, dict):
-        return ("dict", *((_state(k), _value(v, depth - 1, seen)) for k, v in sorted(value.items(), key=_key)))
-    if _is_object(value) and not _library(type(value)):
-        return _walk(value, depth, seen)
+    if isinstance(value, dict):  # in insertion order: a policy iterating a dict reads it in that order
+        return ("dict", *((_state(k), _value(v, depth - 1, seen)) for k, v in value.items()))
     return _state(value)
-
-
-def _key(item) -> str:
-    return _state(item[0])  # a stable order for dict items whatever their key types
 
 
 def _all_names(code: types.CodeType):
@@ -213,6 +227,8 @@ def _library(obj: Any) -> bool:
     """A class or function whose code is not the user's: Python's own, an installed library's, or this
     package's (named only). A class `exec` made under `__module__ = "builtins"` is the user's."""
     if obj is object or getattr(builtins, obj.__name__, None) is obj or packaged(obj):  # classes, functions
+        return True
+    if isinstance(obj, type) and not obj.__flags__ & _HEAPTYPE:  # a C type (NoneType, a C extension's)
         return True
     module = obj.__module__ or ""
     return module != "builtins" and _installed(module)  # "builtins" and not Python's own: exec made it

@@ -22,11 +22,10 @@ import json
 import re
 import threading
 import time
-import warnings
 from functools import lru_cache
 from typing import Any
 
-from finbench.errors import FinbenchError, bad, check_int, check_real
+from finbench.errors import FinbenchError, bad, check_int, check_real, warn_caller
 
 SCRUBBED = "***"
 """What the API key string is replaced with in everything written."""
@@ -377,8 +376,8 @@ def deadline_http_client(seconds: float | None):
     pools = [getattr(t, "_pool", None) for t in (http._transport, *http._mounts.values()) if t is not None]
     pools = [p for p in pools if p is not None and hasattr(p, "_network_backend")]
     if not pools:  # pragma: no cover - another httpx2 layout: per-read timeouts only
-        warnings.warn("ModelAgent: cannot bound requests by a total deadline with this httpx2; "
-                      "the timeout applies per read", RuntimeWarning, stacklevel=3)
+        warn_caller("ModelAgent: cannot bound requests by a total deadline with this httpx2; "
+                    "the timeout applies per read", RuntimeWarning)
     for pool in pools:
         pool._network_backend = backend(pool._network_backend, state)
     return http

@@ -16,8 +16,9 @@ import os
 import re
 import stat
 import time
-import warnings
 from pathlib import Path
+
+from finbench.errors import warn_caller
 
 try:  # POSIX: a kernel lock, released when its holder dies
     import fcntl
@@ -297,6 +298,6 @@ def set_aside(path: Path, why: str) -> Path | None:
         os.rename(path, target)
     except FileNotFoundError:  # another reader set it aside first
         return None
-    warnings.warn(f"transcript {path} cannot be replayed ({why}); set aside as {target.name}, and the episode "
-                  "is played afresh", TranscriptWarning, stacklevel=3)
+    warn_caller(f"transcript {path} cannot be replayed ({why}); set aside as {target.name}, and the episode "
+                "is played afresh", TranscriptWarning)
     return target

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -36,6 +35,7 @@ import numpy
 import pandas as pd
 import scipy
 
+from finbench.errors import warn_caller
 from finbench.analysis.verdicts import PAPER_CLAIMS
 from finbench.files import atomic_write
 from finbench.memo import memoised, register
@@ -86,8 +86,8 @@ def _folder(cache) -> Path | None:
         if not os.access(here, os.W_OK | os.X_OK):
             raise PermissionError("not writable")
     except OSError as e:
-        warnings.warn(f"the results cache folder {base} cannot be used ({e.strerror or e}); computing afresh",
-                      CacheWarning, stacklevel=4)
+        warn_caller(f"the results cache folder {base} cannot be used ({e.strerror or e}); computing afresh",
+                    CacheWarning)
         return None
     if first_time(_PRUNED, _PRUNED_SIZE, base):
         for entry in os.scandir(base):
@@ -163,6 +163,5 @@ def frames(cache, namespace: str, parts: list, compute: Callable[[], tuple[pd.Da
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, json.dumps({"format": FORMAT, "key": key, "sha256": _digest(encoded), "frames": encoded}))
         except OSError as e:
-            warnings.warn(f"the results cache could not keep {path.name} ({e.strerror or e})", CacheWarning,
-                          stacklevel=3)
+            warn_caller(f"the results cache could not keep {path.name} ({e.strerror or e})", CacheWarning)
     return out

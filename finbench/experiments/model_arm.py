@@ -25,12 +25,12 @@ exceeded) is closed there and counts as played (column `ended`:
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from finbench.errors import warn_caller
 from finbench.analysis.verdicts import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.files import at_root
@@ -177,8 +177,7 @@ def transcript_models(transcripts: str | Path) -> list[str]:
                 if model is not None:
                     names.add(model)
                 elif _whole_first_line(f):  # not one being started right now
-                    warnings.warn(f"transcript {f} has no header naming its model; skipped", TranscriptWarning,
-                                  stacklevel=2)
+                    warn_caller(f"transcript {f} has no header naming its model; skipped", TranscriptWarning)
     return sorted(names)
 
 

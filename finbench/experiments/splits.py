@@ -27,6 +27,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from finbench.errors import warn_caller
 from finbench.analysis.verdicts import VERDICTS, Claim, claims_frame, from_tables
 from finbench.analysis import results_cache
 from finbench.analysis.publish import TableSpec
@@ -127,7 +128,7 @@ def across(run, seeds, headline, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
     for _, _, counts, caught in done:
         EPISODES.update(counts)
         for message, category in caught:
-            warnings.warn(message, category, stacklevel=2)
+            warn_caller(message, category)
     return (pd.concat([d[0] for d in done], ignore_index=True),
             pd.concat([d[1] for d in done], ignore_index=True))
 

@@ -37,9 +37,9 @@ import re
 import secrets
 import shutil
 import stat
-import warnings
 from pathlib import Path
 
+from finbench.errors import warn_caller
 from finbench.sim import constants as C
 from finbench.files import root
 from finbench.memo import memoised, register
@@ -126,8 +126,8 @@ def usable(cache_dir: Path) -> Path | None:
         if not os.access(here, os.W_OK | os.X_OK):
             raise PermissionError("not writable")
     except OSError as e:
-        warnings.warn(f"the episode cache folder {cache_dir} cannot be used ({e.strerror or e}); "
-                      "the run goes on uncached", CacheWarning, stacklevel=3)
+        warn_caller(f"the episode cache folder {cache_dir} cannot be used ({e.strerror or e}); "
+                    "the run goes on uncached", CacheWarning)
         return None
     if first_time(_PRUNED, _PRUNED_SIZE, cache_dir):
         prune(Path(cache_dir))
@@ -207,8 +207,8 @@ def try_save(path: Path, key: str, label: str, task_ids, seeds, columns: dict) -
     try:
         save_chunk(path, key, label, task_ids, seeds, columns)
     except OSError as e:
-        warnings.warn(f"could not write the episode cache ({e.strerror or e}: {path.parent}); the run goes on "
-                      "without writing it", CacheWarning, stacklevel=3)
+        warn_caller(f"could not write the episode cache ({e.strerror or e}: {path.parent}); the run goes on "
+                    "without writing it", CacheWarning)
         return False
     return True
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import warnings
 from pathlib import Path
 
 from finbench.running import cache as K
 from finbench.running.stats import EPISODES
 from finbench.sim import constants as C
 from finbench.sim.economics import Costs
-from finbench.errors import bad, check_int
+from finbench.errors import bad, check_int, warn_caller
 from finbench.memo import register
 from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import batch_mode, play, trusted
@@ -282,8 +281,8 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
                     rejected.append(f"{ref.label}/{path.name} ({why})")
             todo.setdefault(ci, []).append((si, path, key))
     if rejected:
-        warnings.warn(f"recomputed {len(rejected)} cached chunk(s) that did not match what was asked, e.g. "
-                      f"{rejected[0]}", CacheWarning, stacklevel=2)
+        warn_caller(f"recomputed {len(rejected)} cached chunk(s) that did not match what was asked, e.g. "
+                    f"{rejected[0]}", CacheWarning)
     work = list(todo.items())
     if work:
         calls = [(chunks[ci], [refs[si] for si, _, _ in items], seeds, profile, costs, probe, cache is not False)

@@ -289,9 +289,39 @@ def test_a_set_counts_whatever_the_order_it_iterates_in():
     assert identity(_Holder(frozenset({"p", "q"}))) == identity(_Holder(frozenset({"q", "p"})))
 
 
-def test_dict_items_count_in_a_stable_order_whatever_their_insertion_order():
-    assert identity(_Holder({"a": 1, "b": 2})) == identity(_Holder({"b": 2, "a": 1})) != \
-        identity(_Holder({"a": 2, "b": 1}))
+def test_dict_items_count_in_their_insertion_order():
+    """A policy iterating a dict reads its items in insertion order (`next(iter(rules))` is its first key):
+    the same items inserted in another order may play otherwise, so they are another identity."""
+    assert identity(_Holder({"a": 1, "b": 2})) == identity(_Holder({"a": 1, "b": 2}))
+    assert identity(_Holder({"a": 1, "b": 2})) != identity(_Holder({"b": 2, "a": 1}))
+    assert identity(_Holder({"a": 1, "b": 2})) != identity(_Holder({"a": 2, "b": 1}))
+
+
+class _FirstRule:
+    """Plays the action of its rules' first key: the order of a dict's items decides what it does."""
+
+    cache_id = "v1"
+
+    def __init__(self, rules):
+        self.rules = rules
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        return next(iter(self.rules)), {"order_id": self.order}
+
+
+def test_a_policy_reading_a_dict_s_order_gets_the_rows_of_that_order(tmp_path):
+    import finbench as fb
+    corpus = fb.make_corpus(n_tasks=4)
+    one = _FirstRule({"ship": 1, "close": 2})
+    other = _FirstRule({"close": 2, "ship": 1})
+    fb.clear_caches()
+    a = fb.evaluate(corpus, [fb.PolicyRef.of(one, label="p")], seeds=[0], cache=tmp_path)
+    b = fb.evaluate(corpus, [fb.PolicyRef.of(other, label="p")], seeds=[0], cache=tmp_path)
+    assert len(a) == len(b) == 4
+    assert list(a["calls"]) != list(b["calls"])  # played, not served the other's rows
 
 
 class Slotted:
@@ -435,10 +465,10 @@ def test_containers_count_their_type_and_dict_keys_count():
     assert identity(_Holder({"a": 1})) != identity(_Holder({"b": 1}))
 
 
-def test_dict_keys_of_mixed_types_have_a_stable_order():
-    """Items are ordered by the digest of their key, so keys that do not compare (1 and "b") are fine."""
-    a, b = _Holder({1: "a", "b": 2}), _Holder({"b": 2, 1: "a"})
-    assert identity(a) is not None and identity(a) == identity(b)
+def test_dict_keys_of_mixed_types_have_an_identity():
+    """Keys that do not compare (1 and "b") are fine: items count in insertion order, never sorted."""
+    a, b = _Holder({1: "a", "b": 2}), _Holder({1: "a", "b": 2})
+    assert identity(a) is not None and identity(a) == identity(b) != identity(_Holder({"b": 2, 1: "a"}))
 
 
 def test_nested_code_counts_by_content_and_the_globals_it_names():
@@ -540,3 +570,92 @@ def test_packaged_names_the_package_s_own_classes_and_functions_only():
 
     assert packaged(FinalityGate) and packaged(make_corpus)
     assert not packaged(Mine) and not packaged(mine) and not packaged(json.dumps)
+
+
+# --- an object of a user's subclass of a C type counts by what that type holds, too ------------------------
+
+class _ShipIfFirst(list):
+    """A policy that is a list: what it plays is decided by its elements, which live outside `__dict__`."""
+    cache_id = "v1"
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        return ("ship" if self[0] else "close"), {"order_id": self.order}
+
+
+class _Word(str):
+    def act(self, obs):
+        return str(self), {}
+
+
+class _Rules(dict):
+    def act(self, obs):
+        return self["a"], {}
+
+
+class _Queue(__import__("collections").deque):
+    pass
+
+
+class _Tags(set):
+    pass
+
+
+@pytest.mark.parametrize("one, same, other", [
+    (lambda: _ShipIfFirst([1]), lambda: _ShipIfFirst([1]), lambda: _ShipIfFirst([0])),
+    (lambda: _Word("ship"), lambda: _Word("ship"), lambda: _Word("close")),
+    (lambda: _Rules(a="ship"), lambda: _Rules(a="ship"), lambda: _Rules(a="close")),
+    (lambda: _Queue([1, 2]), lambda: _Queue([1, 2]), lambda: _Queue([2, 1])),
+    (lambda: _Tags({"x", "y"}), lambda: _Tags({"y", "x"}), lambda: _Tags({"x"})),
+], ids=["list", "str", "dict", "deque", "set"])
+def test_a_c_type_subclass_counts_by_its_contents(one, same, other):
+    """The policy object itself, and the same object held by a policy: its elements count."""
+    assert identity(one()) is not None
+    assert identity(one()) == identity(same()) != identity(other())
+    held = [identity((lambda v: (lambda: v))(make())) for make in (one, same, other)]
+    assert held[0] is not None and held[0] == held[1] != held[2]
+
+
+def test_a_policy_that_is_a_list_gets_the_rows_of_its_own_elements(tmp_path):
+    import finbench as fb
+    corpus = fb.make_corpus(n_tasks=4)
+    fb.clear_caches()
+    ship = fb.evaluate(corpus, [fb.PolicyRef.of(_ShipIfFirst([1]), label="p")], seeds=[0], cache=tmp_path)
+    close = fb.evaluate(corpus, [fb.PolicyRef.of(_ShipIfFirst([0]), label="p")], seeds=[0], cache=tmp_path)
+    assert set(ship["calls"].str.contains("ship")) == {True}
+    assert set(close["calls"].str.contains("ship")) == {False}
+
+
+def test_a_slotted_user_object_counts_by_its_class_s_code():
+    """An object with no `__dict__` is still the user's: its class's methods count, not only its name."""
+    made = []
+    for body in ("return 1", "return 2"):
+        scope: dict = {}
+        exec(f"class S:\n    __slots__ = ()\n    def f(self):\n        {body}\n", scope)  # noqa: S102
+        made.append(scope["S"]())
+    held = [identity((lambda v: (lambda: v))(obj)) for obj in made]
+    assert held[0] is not None and held[0] != held[1]
+
+
+def test_a_c_type_subclass_s_contents_cost_two_levels_of_the_walk():
+    """The contents are one level below the object, their elements one more: a list subclass holding a
+    closure chain of four hops is walked to depth 1, five hops is too deep."""
+    assert identity(_Queue([_closure_chain(4)])) is not None
+    assert identity(_Queue([_closure_chain(5)])) is None
+
+
+def test_a_c_type_subclass_whose_state_cannot_be_reduced_has_no_identity():
+    class Unreducible(list):
+        def __reduce_ex__(self, protocol):
+            raise TypeError("no")
+    assert identity(Unreducible([1])) is None
+
+
+def test_a_reduction_to_a_global_s_name_has_no_identity():
+    """Pickled by name, its contents are not read: it is never guessed equal to another."""
+    class Named(list):
+        def __reduce_ex__(self, protocol):
+            return "SINGLETON"
+    assert identity(Named([1])) is None

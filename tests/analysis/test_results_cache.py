@@ -228,8 +228,7 @@ def test_a_results_folder_that_cannot_be_made_warns_once_and_computes(tmp_path):
     with pytest.warns(R.CacheWarning, match=rf"^the results cache folder {base} cannot be used \(.+\); "
                                             r"computing afresh$") as caught:
         got = splits_corpus()
-    # the line that called the splits experiment's corpus (here), never one inside finbench (under mutation
-    # testing, mutmut's wrapper)
-    assert len(caught) == 1 and (caught[0].filename == __file__ or "/finbench/" not in caught[0].filename)
+    # the line that called the splits experiment's corpus (here), never one inside finbench
+    assert len(caught) == 1 and caught[0].filename == __file__
     _assert_same(got, compute.frames)
     assert compute.calls == 1 and base.read_text() == "a file, not a folder"
