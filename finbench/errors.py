@@ -28,14 +28,29 @@ class PolicyError(FinbenchError):
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_INSTALLED = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _users(filename: str) -> bool:
+    """Code of the user's: neither this package's nor Python's or an installed library's."""
+    return not (filename.startswith((_PACKAGE, "<frozen")) or filename.startswith(_INSTALLED)
+                or "site-packages" in filename)
 
 
 def warn_caller(message: str, category: type[Warning]) -> None:
-    """Warn at the first line outside the package: the user's call, however many of the package's own
-    frames (helpers, wrappers, a test harness's trampolines) lie between it and the warning."""
-    frame, level = sys._getframe(1), 2  # level 1 would name this function's line, 2 its caller's
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    """Warn at the user's line: the first frame up the stack that is neither the package's nor an installed
+    library's, however many of those lie between (the package's helpers, a wrapper a tool puts around a
+    function). With no such frame, the first frame outside the package."""
+    frame, level, outside = sys._getframe(1), 2, None  # level 1 would name this function's line, 2 its caller's
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_PACKAGE):
+            if _users(name):
+                break
+            outside = level if outside is None else outside
         frame, level = frame.f_back, level + 1
+    else:
+        level = outside or 2
     warnings.warn(message, category, stacklevel=level)
 
 

@@ -66,3 +66,32 @@ def test_a_package_warning_names_the_test_line(tmp_path):
     assert got is None
     mine = [w for w in caught if issubclass(w.category, K.CacheWarning)]
     assert len(mine) == 1 and (mine[0].filename, mine[0].lineno) == (__file__, line)
+
+
+def test_an_installed_library_s_frames_between_are_passed_over():
+    # a tool's wrapper installed in site-packages (as mutmut's trampoline is) between the package's frames
+    import sysconfig
+    lib = os.path.join(sysconfig.get_paths()["purelib"], "some_tool", "trampoline.py")
+    inner = os.path.join(os.path.dirname(E.__file__), "wrapper_inner.py")
+    scope = {"E": E}
+    exec(compile("def inner():\n    E.warn_caller('wrapped', UserWarning)\n", inner, "exec"), scope)
+    exec(compile("def tramp():\n    inner()\n", lib, "exec"), scope)
+    with pytest.warns(UserWarning, match="wrapped") as caught:
+        line = _here(); scope["tramp"]()  # noqa: E702
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)
+
+
+def test_with_no_user_frame_the_first_frame_outside_the_package_is_named():
+    import sysconfig
+    lib = os.path.join(sysconfig.get_paths()["purelib"], "some_tool", "runner.py")
+    scope = {"E": E}
+    # the whole stack above is library code when run from a thread whose target is installed code
+    exec(compile("def run(out):\n    import warnings\n    with warnings.catch_warnings(record=True) as w:\n"
+                 "        warnings.simplefilter('always')\n        E.warn_caller('lib', UserWarning)\n"
+                 "    out.extend(w)\n", lib, "exec"), scope)
+    import threading
+    out: list = []
+    thread = threading.Thread(target=scope["run"], args=(out,))
+    thread.start()
+    thread.join()
+    assert len(out) == 1 and (out[0].filename, out[0].lineno) == (lib, 5)

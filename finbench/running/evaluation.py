@@ -24,7 +24,7 @@ from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import batch_mode, play, trusted
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
-from finbench.sim.world import replayed_firings
+from finbench.sim.world import World, replayed_firings
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
 from finbench.running.episode import episode_contract, grade_played
 from finbench.sim.corpus import Corpus
@@ -101,10 +101,47 @@ def _derived(blind: tuple, task, seed: int, profile: FaultProfile) -> tuple:
 _BLIND_SIZE = 16_384
 _BLIND: dict = register(
     "running.evaluation.fault_blind",
-    {}, keys="(task, the package policy's cache key, costs, probe mode): a fault-blind episode's row and captures",
+    {}, keys="(task, the package policy's cache key and label, costs, probe mode): a fault-blind episode's row and "
+             "captures",
     bound=_BLIND_SIZE)
 """Fault-blind episodes of the package's own seed-blind policies, so that another fault profile (an
 ablation arm) or another seed derives them instead of playing them again."""
+
+
+_SEEN_SIZE = 65_536
+_SEEN: dict = register(
+    "running.evaluation.same_reads",
+    {}, keys="(task, the package policy's cache key and label, costs, probe mode, seed): the rows played under "
+             "other fault profiles, each with what its reads saw", bound=_SEEN_SIZE)
+"""Episodes of the package's own policies that added no capture, with what their reads saw, so that
+another fault profile (an ablation arm) under which every read returns the same payload derives them."""
+
+
+def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple | None:
+    """The row of an earlier episode that is this one under `profile`, or None.
+
+    An episode that added no capture sees the world only through its reads; if under `profile` each
+    read is as stale (or fresh) as it was, and each system holds the same deliveries up to the latest
+    tick it was read as of, every read returns the same payload, so the agent makes the same calls to
+    the same end. Only the faults fired elsewhere differ: the row takes this world's."""
+    world = World(task, seed, profile)
+    base = world._base
+    for until, seen, reads, lags, row in variants:
+        if base.seen_by(until) == seen and world.stale_lags(reads) == lags:
+            fired = world.fired()
+            fired["stale_read"] += len(lags)
+            return (*row[:_FIRED], *(fired[f] for f in C.FAMILIES), *row[_FIRED + len(C.FAMILIES):])
+    return None
+
+
+def _keep_reads(key: tuple, env: FinalityEnv, row: tuple) -> None:
+    """Keep an ended episode that added no capture for `_same_reads`."""
+    world = env.world
+    until = tuple((s, t) for s, t in world.seen_until.items() if t >= 0)
+    reads = tuple(world.reads[s] for s in C.SYSTEMS)
+    if len(_SEEN) >= _SEEN_SIZE:
+        _SEEN.clear()
+    _SEEN.setdefault(key, []).append((until, world._base.seen_by(until), reads, world.stale_lags(reads), row))
 
 
 def _calls(actions, order_id: str) -> str:
@@ -142,22 +179,31 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
     with batch_mode():
         for task in tasks:
             for ref, mine in zip(refs, rows):
-                key = (task, ref.cache_key(), costs_key, probe_key) if share and ref.builtin else None
+                key = (task, ref.cache_key(), ref.label, costs_key, probe_key) if share and ref.builtin else None
                 blind = None if key is None else _BLIND.get(key)
                 for seed in seeds:
                     if blind is not None:
                         mine.append(_derived(blind, task, seed, profile))
                         continue
+                    variants = None if key is None else _SEEN.get((key, seed))
+                    row = None if variants is None else _same_reads(variants, task, seed, profile)
+                    if row is not None:
+                        mine.append(row)
+                        continue
                     policy = ref.make()
                     env = play(FinalityEnv(task, seed, profile, costs, probe=probe), policy)
                     row = _row(env, ref.label)
                     mine.append(row)
-                    if env.fault_blind and trusted(policy) and policy.seed_blind:
+                    if not trusted(policy):
+                        continue
+                    if env.fault_blind and policy.seed_blind:
                         blind = (row, tuple(env.world.captures))
                         if key is not None:
                             if len(_BLIND) >= _BLIND_SIZE:
                                 _BLIND.clear()
                             _BLIND[key] = blind
+                    elif key is not None and len(env.world.captures) == 1:  # it saw the base world alone
+                        _keep_reads((key, seed), env, row)
     return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
 
 

@@ -109,6 +109,17 @@ class Base:
         self.stale: dict = {}
         self.draws: dict = {}  # the fault draws of agents' captures (`deliver`'s memo)
 
+    def seen_by(self, until: tuple) -> tuple:
+        """What reads up to `until` ((system, tick) pairs) can see of this base: each system's deliveries
+        (id, arrival, partial: all a fold reads) that arrived by its tick, in the order its lane holds
+        them. Two bases that agree on it answer every such read with the same payload."""
+        lanes = self.lanes
+        out = []
+        for system, t in until:
+            ds, arrivals = lanes[system]
+            out.append(tuple([(d.id, d.arrival, d.partial) for d in ds[:bisect_right(arrivals, t)]]))
+        return tuple(out)
+
 
 @memoised("sim.world.log_specs", keys="the task (a frozen value)", bound=1024)
 def _log_specs(task: Task) -> tuple[Spec, ...]:
@@ -147,6 +158,7 @@ class World:
         self.extra: list[Delivery] = []
         self.extra_firings: list = []
         self.reads = dict.fromkeys(C.SYSTEMS, 0)
+        self.seen_until = dict.fromkeys(C.SYSTEMS, -1)  # the latest tick each system was read as of
         self.captures = [original_capture(task)]
         self.extra_specs: list[Spec] = []  # the delivery specs of the agent's captures, in order
 
@@ -214,7 +226,24 @@ class World:
             if lag:
                 self.extra_firings.append(firing)
                 seen = t - lag
+        if seen > self.seen_until[system]:
+            self.seen_until[system] = seen
         return self.view(system, seen, copy)
+
+    def stale_lags(self, reads) -> tuple:
+        """The (system, n, lag) of every read that would be stale among the first `reads[i]` reads of
+        each system (`C.SYSTEMS` order): () when none would, or stale reads are off."""
+        if self._stale is None:
+            return ()
+        out = []
+        for system, k in zip(C.SYSTEMS, reads):
+            for n in range(k):
+                hit = self._stale.get((system, n))
+                if hit is None:
+                    hit = self._stale[(system, n)] = self.stale_draw(system, n)
+                if hit[0]:
+                    out.append((system, n, hit[0]))
+        return tuple(out)
 
     def stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.

@@ -111,8 +111,8 @@ def test_only_a_sharing_run_keeps_fault_blind_episodes_and_keys_them_fully():
     E.run_chunk(TASKS[:3], [gate], [0, 1], fb.FaultProfile.default(), fb.Costs())
     assert not E._BLIND  # not shared by default
     E.run_chunk(TASKS[:3], [as_ref("sop"), gate], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
-    # one entry per task, for the gate only (sop reads systems), keyed by task, policy, costs and probe
-    assert set(E._BLIND) == {(t, gate.cache_key(), fb.Costs().key(), None) for t in TASKS[:3]}
+    # one entry per task, for the gate only (sop reads systems), keyed by task, policy, label, costs and probe
+    assert set(E._BLIND) == {(t, gate.cache_key(), gate.label, fb.Costs().key(), None) for t in TASKS[:3]}
     for (task, *_), (row, captures) in E._BLIND.items():
         assert row == _played(task, "finality_gate", 0, fb.FaultProfile.default())
     fb.clear_caches()
@@ -156,7 +156,59 @@ def test_a_user_policy_is_never_kept_even_in_a_sharing_run():
 
     fb.clear_caches()
     parts = E.run_chunk(TASKS[:2], [as_ref(Closer)], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert not E._BLIND and parts[0]["calls"] == ["close"] * 4
+    assert not E._BLIND and not E._SEEN and parts[0]["calls"] == ["close"] * 4
+
+
+# --- the same-reads memo: episodes that added no capture, by what their reads saw ------------------------------
+
+def test_only_a_sharing_run_keeps_episodes_by_their_reads():
+    sop = as_ref("sop")
+    fb.clear_caches()
+    E.run_chunk(TASKS[:3], [sop], [0, 1], fb.FaultProfile.default(), fb.Costs())
+    assert not E._SEEN
+    E.run_chunk(TASKS[:3], [sop], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
+    keys = {(t, sop.cache_key(), sop.label, fb.Costs().key(), None) for t in TASKS[:3]}
+    kept = {k for k, _ in E._SEEN}
+    assert kept and kept <= keys and {s for _, s in E._SEEN} <= {0, 1}
+    for (key, seed), variants in E._SEEN.items():
+        (until, seen, reads, lags, row), = variants  # one profile played: one variant
+        assert row == _played(key[0], "sop", seed, fb.FaultProfile.default())
+        assert sum(reads) > 0 and all(t >= 0 for _, t in until)
+    fb.clear_caches()
+
+
+def test_an_episode_that_added_a_capture_is_not_kept_by_its_reads(monkeypatch):
+    fb.clear_caches()
+    kept = []
+    monkeypatch.setattr(E, "_keep_reads", lambda key, env, row: kept.append(len(env.world.captures)))
+    E.run_chunk(TASKS, [as_ref("eager"), as_ref("react")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
+    assert kept and set(kept) == {1}  # never one whose world holds an agent's capture
+    fb.clear_caches()
+
+
+def test_the_same_reads_memo_is_cleared_when_full(monkeypatch):
+    fb.clear_caches()
+    monkeypatch.setattr(E, "_SEEN_SIZE", 2)
+    E.run_chunk(TASKS[:3], [as_ref("sop")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
+    assert [k[0][0] for k in E._SEEN] == [TASKS[2]]
+    fb.clear_caches()
+
+
+def test_a_read_that_saw_other_deliveries_is_played_not_derived(monkeypatch):
+    """Under a profile where some system holds other deliveries by the time it was read, the episode is
+    played again: derived only where every read would return the same payload."""
+    fb.clear_caches()
+    sop, tasks = as_ref("sop"), fb.make_corpus(n_tasks=40).tasks
+    loss = fb.FaultProfile.only("loss")
+    E.run_chunk(tasks, [sop], [0], fb.FaultProfile.none(), fb.Costs(), None, True)
+    played = []
+    real = E.play
+    monkeypatch.setattr(E, "play", lambda env, policy: played.append(env.task) or real(env, policy))
+    parts = E.run_chunk(tasks, [sop], [0], loss, fb.Costs(), None, True)
+    monkeypatch.undo()
+    assert 0 < len(played) < len(tasks)
+    assert _rows(parts)[0] == [_played(t, "sop", 0, loss) for t in tasks]
+    fb.clear_caches()
 
 
 # --- cap_jobs: at most one worker per piece of work and per core ----------------------------------------------

@@ -125,12 +125,40 @@ def test_derived_across_profiles_equal_played_ones(monkeypatch):
             assert "FinalityGate" not in played[before:] and "FinalityOracle" not in played[before:]
             assert len(played) - before < len(tasks) * len(seeds) * len(REFS)
     assert len(E._BLIND) >= len(tasks) and {"FinalityGate", "FinalityOracle"} <= set(played)
+    during = list(played)
     for arm in ARMS:
         alone = _one_seed_at_a_time(tasks, REFS, seeds, arm)
         pd.testing.assert_frame_equal(shared[arm.name], alone)
     # the firings do move between arms for a derived policy
     gate = pd.concat([f[f.policy == "finality_gate"] for f in shared.values()])
     assert len(gate) > 0 and gate.filter(like="fired_").sum(axis=1).nunique() > 1
+    # policies that read the systems are derived too, where an arm gives the world an earlier arm gave
+    readers = {type(as_ref(n).make()).__name__ for n in ("sop", "eager", "majority_vote")}
+    plays = sum(1 for name in during if name in readers)
+    assert 0 < plays < len(ARMS) * len(tasks) * len(seeds) * len(readers)
+    assert E._SEEN
+
+
+def test_same_world_derivation_compares_each_read_s_stale_lag(monkeypatch):
+    """Stale reads change nothing a base holds: an arm with and one without them give one base signature,
+    and an episode is derived only where its every read would be stale (or fresh) alike."""
+    from finbench.running import evaluation as E
+
+    fb.clear_caches()
+    tasks, seeds = TASKS[:30], [0, 1, 2]
+    refs = [as_ref("sop"), as_ref("eager")]
+    off, on = fb.FaultProfile.none(), fb.FaultProfile.only("stale_read", intensity=0.5)
+    played = []
+    real = E.play
+    monkeypatch.setattr(E, "play", lambda env, policy: played.append(env.profile.name) or real(env, policy))
+    shared = [pd.concat([pd.DataFrame(c) for c in run_chunk(tasks, refs, seeds, arm, fb.Costs(), None, True)],
+                        ignore_index=True) for arm in (off, on)]
+    n = len(tasks) * len(seeds) * len(refs)
+    assert played.count(off.name) == n
+    assert 0 < played.count(on.name) < n  # some derived (no read stale), some played (a stale read)
+    assert shared[1].fired_stale_read.gt(0).any()
+    for arm, frame in zip((off, on), shared):
+        pd.testing.assert_frame_equal(frame, _one_seed_at_a_time(tasks, refs, seeds, arm))
 
 
 def test_a_run_that_caches_nothing_keeps_no_episode_in_the_memo():
@@ -142,3 +170,18 @@ def test_a_run_that_caches_nothing_keeps_no_episode_in_the_memo():
     assert not E._BLIND
     run_chunk(corpus.tasks[:5], [as_ref("finality_gate")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
     assert E._BLIND  # the same episodes, shared: the check above can fail
+
+
+def test_one_package_policy_under_two_labels_keeps_each_label(tmp_path):
+    """A package policy object has one cache key whatever its label: a row derived for one label must not
+    carry the other's (the memos are keyed by the label too)."""
+    fb.clear_caches()
+    corpus = fb.make_corpus(n_tasks=12)
+    refs = [fb.PolicyRef.of(FinalityGate(), label="gate_a"), fb.PolicyRef.of(FinalityGate(), label="gate_b"),
+            fb.PolicyRef.of(POLICIES["sop"](), label="sop_a"), fb.PolicyRef.of(POLICIES["sop"](), label="sop_b")]
+    assert refs[0].cache_key() == refs[1].cache_key() is not None
+    for arm in ARMS[:3]:
+        df = fb.evaluate(corpus, refs, seeds=[0, 1], profile=arm, cache=tmp_path)
+        for ref in refs:
+            mine = df[df.policy == ref.label]
+            assert len(mine) == 24
