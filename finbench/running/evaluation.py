@@ -24,7 +24,7 @@ from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import batch_mode, play, trusted
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
-from finbench.sim.world import World, replayed_firings
+from finbench.sim.world import base_world, replayed_firings
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
 from finbench.running.episode import episode_contract, grade_played
 from finbench.sim.corpus import Corpus
@@ -124,11 +124,10 @@ def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple
     read is as stale (or fresh) as it was, and each system holds the same deliveries up to the latest
     tick it was read as of, every read returns the same payload, so the agent makes the same calls to
     the same end. Only the faults fired elsewhere differ: the row takes this world's."""
-    world = World(task, seed, profile)
-    base = world._base
+    base = base_world(task, seed, profile)
     for until, seen, reads, lags, row in variants:
-        if base.seen_by(until) == seen and world.stale_lags(reads) == lags:
-            fired = world.fired()
+        if base.seen_by(until) == seen and base.stale_lags(reads) == lags:
+            fired = dict(base.counts)
             fired["stale_read"] += len(lags)
             return (*row[:_FIRED], *(fired[f] for f in C.FAMILIES), *row[_FIRED + len(C.FAMILIES):])
     return None
@@ -141,7 +140,8 @@ def _keep_reads(key: tuple, env: FinalityEnv, row: tuple) -> None:
     reads = tuple(world.reads[s] for s in C.SYSTEMS)
     if len(_SEEN) >= _SEEN_SIZE:
         _SEEN.clear()
-    _SEEN.setdefault(key, []).append((until, world._base.seen_by(until), reads, world.stale_lags(reads), row))
+    base = world._base
+    _SEEN.setdefault(key, []).append((until, base.seen_by(until), reads, base.stale_lags(reads), row))
 
 
 def _calls(actions, order_id: str) -> str:

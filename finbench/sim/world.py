@@ -104,21 +104,53 @@ class Base:
         for fam, _ in self.firings:
             self.counts[fam] += 1
         self.stale_draw = Keyed(task.stream, seed, "stale_read")
+        self.stale_intensity = profile.intensity if profile.on("stale_read") else None
         self.folds: dict = {}
         self.blobs: dict = {}
         self.stale: dict = {}
         self.draws: dict = {}  # the fault draws of agents' captures (`deliver`'s memo)
+        self._seen: dict = {}
 
     def seen_by(self, until: tuple) -> tuple:
         """What reads up to `until` ((system, tick) pairs) can see of this base: each system's deliveries
         (id, arrival, partial: all a fold reads) that arrived by its tick, in the order its lane holds
         them. Two bases that agree on it answer every such read with the same payload."""
-        lanes = self.lanes
         out = []
         for system, t in until:
-            ds, arrivals = lanes[system]
-            out.append(tuple([(d.id, d.arrival, d.partial) for d in ds[:bisect_right(arrivals, t)]]))
+            ds, arrivals = self.lanes[system]
+            seen = self._seen.get(system)
+            if seen is None:
+                seen = self._seen[system] = tuple([(d.id, d.arrival, d.partial) for d in ds])
+            out.append(seen[:bisect_right(arrivals, t)])
         return tuple(out)
+
+    def stale_hit(self, system: str, n: int) -> tuple[int, tuple | None]:
+        """(lag, firing) of the n-th read of `system` (`stale_draw`), remembered for every policy."""
+        hit = self.stale.get((system, n))
+        if hit is None:
+            hit = self.stale[(system, n)] = stale_draw(self.stale_draw, self.stale_intensity, system, n)
+        return hit
+
+    def stale_lags(self, reads) -> tuple:
+        """The (system, n, lag) of every read that would be stale among the first `reads[i]` reads of
+        each system (`C.SYSTEMS` order): () when none would, or stale reads are off."""
+        if self.stale_intensity is None:
+            return ()
+        out = []
+        for system, k in zip(C.SYSTEMS, reads):
+            for n in range(k):
+                lag = self.stale_hit(system, n)[0]
+                if lag:
+                    out.append((system, n, lag))
+        return tuple(out)
+
+
+def stale_draw(draw: Keyed, intensity: float, system: str, n: int) -> tuple[int, tuple | None]:
+    """(lag, firing) for the n-th read of `system` under stale reads at `intensity`; lag 0 when the
+    family does not fire. `draw`: the base's keyed stream (unit stream, seed, "stale_read")."""
+    if draw.pair(system, str(n)) < intensity:
+        return draw.integer(*C.STALE_RANGE, system, n, "lag"), ("stale_read", f"{system}#{n}")
+    return 0, None
 
 
 @memoised("sim.world.log_specs", keys="the task (a frozen value)", bound=1024)
@@ -221,7 +253,7 @@ class World:
             # the n-th read of a system draws the same keys under every policy of this (task, seed)
             hit = self._stale.get((system, n))
             if hit is None:
-                hit = self._stale[(system, n)] = self.stale_draw(system, n)
+                hit = self._base.stale_hit(system, n)
             lag, firing = hit
             if lag:
                 self.extra_firings.append(firing)
@@ -229,21 +261,6 @@ class World:
         if seen > self.seen_until[system]:
             self.seen_until[system] = seen
         return self.view(system, seen, copy)
-
-    def stale_lags(self, reads) -> tuple:
-        """The (system, n, lag) of every read that would be stale among the first `reads[i]` reads of
-        each system (`C.SYSTEMS` order): () when none would, or stale reads are off."""
-        if self._stale is None:
-            return ()
-        out = []
-        for system, k in zip(C.SYSTEMS, reads):
-            for n in range(k):
-                hit = self._stale.get((system, n))
-                if hit is None:
-                    hit = self._stale[(system, n)] = self.stale_draw(system, n)
-                if hit[0]:
-                    out.append((system, n, hit[0]))
-        return tuple(out)
 
     def stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.
@@ -253,10 +270,7 @@ class World:
 
         Keyed (unit stream, seed, "stale_read", system, n), see `finbench.sim.rng`.
         """
-        draw = self._base.stale_draw
-        if draw.pair(system, str(n)) < self.profile.intensity:
-            return draw.integer(*C.STALE_RANGE, system, n, "lag"), ("stale_read", f"{system}#{n}")
-        return 0, None
+        return stale_draw(self._base.stale_draw, self.profile.intensity, system, n)
 
     def view(self, system: str, t: int, copy: bool = True) -> dict:
         """The fold of every delivery that arrived at or before t (no faults of the read itself).
