@@ -1,9 +1,10 @@
 """Small results computed from episode rows, kept on disk so that a warm run reads them.
 
-A corpus's tables and claim verdicts in the splits experiment are a function of its
-episode rows and of the code that analyses them; a warm run would otherwise load every
-row from the episode cache and recompute every table and bootstrap. `frames` keeps such
-a result (a tuple of DataFrames) under a key made of everything that decides it:
+A corpus's tables and claim verdicts in the splits experiment, or an experiment's tables
+(`experiment_tables`: the ablation's, the exploit search's), are a function of episode
+rows and of the code that analyses them; a warm run would otherwise load every row from
+the episode cache and recompute every table and bootstrap. `frames` keeps such a result
+(a tuple of DataFrames) under a key made of everything that decides it:
 
 - what the caller names (for the splits: the run's identity, `Run.key()`, which holds
   the corpus fingerprint, seeds, fault profile, costs, each policy's cache key, the
@@ -46,7 +47,7 @@ _FOLDER = re.compile(r"^results-[0-9a-f]{16}$")
 _PRUNED_SIZE = 1024
 _PRUNED: set = register("analysis.results_cache.pruned", set(), keys="a cache folder's resolved path: pruned once "
                         "per process", bound=_PRUNED_SIZE)
-__all__ = ["FORMAT", "digest_of", "frames", "package_digest", "packaged"]
+__all__ = ["FORMAT", "digest_of", "experiment_tables", "frames", "package_digest", "packaged"]
 
 
 def package_digest() -> str:
@@ -75,6 +76,29 @@ def packaged(module) -> bool:
     pkg = Path(__file__).resolve().parents[1]
     path = getattr(module, "__file__", None)
     return path is not None and Path(path).resolve().is_relative_to(pkg)
+
+
+def experiment_tables(run, experiment, compute: Callable[[], dict], *params) -> dict[str, pd.DataFrame]:
+    """An experiment's tables by stem (`experiment.TABLES`, in that order): `compute()`, or what an earlier
+    call with the same run (`run.key()`), experiment and `params` (JSON values: the experiment's own
+    arguments beside the run) kept. Nothing is kept for an experiment module from outside the package or
+    a run holding a policy without a cache key.
+
+    Raises:
+        ValueError: `compute()` gives other stems than `experiment.TABLES`.
+    """
+    names = list(experiment.TABLES)
+
+    def computed() -> tuple[pd.DataFrame, ...]:
+        out = compute()
+        if list(out) != names:
+            raise ValueError(f"experiment_tables: {experiment.__name__} computed tables {list(out)}, "
+                             f"not its TABLES {names}")
+        return tuple(out.values())
+
+    cacheable = packaged(experiment) and all(ref.cache_key() is not None for ref in run.policies)
+    parts = [run.key(), experiment.__name__, names, list(params)]
+    return dict(zip(names, frames(run.cache, "tables", parts, computed, cacheable)))
 
 
 def _folder(cache) -> Path | None:

@@ -232,3 +232,40 @@ def test_a_results_folder_that_cannot_be_made_warns_once_and_computes(tmp_path):
     assert len(caught) == 1 and caught[0].filename == __file__
     _assert_same(got, compute.frames)
     assert compute.calls == 1 and base.read_text() == "a file, not a folder"
+
+
+# --- an experiment's tables: the ablation's and the exploit search's notebooks ---------------------------------
+
+def _ablation_run(cache, **kw):
+    from finbench.experiments import ablation
+    return fb.Run.make(20260321, 12, seeds=range(1), policies=ablation.POLICIES, n_boot=20, cache=cache, **kw)
+
+
+def test_an_experiment_s_tables_are_kept_by_run_and_params_and_come_back_exactly(tmp_path):
+    from finbench.experiments import ablation
+    run = _ablation_run(tmp_path)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return ablation.tables(ablation.episodes(run), run)
+
+    first = R.experiment_tables(run, ablation, compute, 3)
+    assert list(first) == list(ablation.TABLES) and calls == [1]
+    again = R.experiment_tables(run, ablation, compute, 3)
+    assert calls == [1]  # read, not computed: no episode loaded either
+    for name in ablation.TABLES:
+        pd.testing.assert_frame_equal(again[name], first[name], check_exact=True)
+    R.experiment_tables(run, ablation, compute, 4)  # another parameter: computed
+    R.experiment_tables(_ablation_run(tmp_path, costs=fb.Costs(dispute_fee=30.0)), ablation, compute, 3)
+    assert calls == [1, 1, 1]
+    R.experiment_tables(_ablation_run(False), ablation, compute, 3)
+    R.experiment_tables(_ablation_run(False), ablation, compute, 3)
+    assert len(calls) == 5  # cache=False: nothing kept
+
+
+def test_an_experiment_whose_compute_gives_other_tables_is_refused(tmp_path):
+    from finbench.experiments import ablation
+    run = _ablation_run(tmp_path)
+    with pytest.raises(ValueError, match="not its TABLES"):
+        R.experiment_tables(run, ablation, lambda: {"table6": pd.DataFrame()}, 1)
