@@ -93,12 +93,15 @@ class Base:
     It also memoises what every policy of one (task, seed) would otherwise
     recompute: the folds of the delivery streams (`folds`, and `blobs`, their
     marshalled copies), the stale-read draw of the n-th read of each system
-    (`stale`) and the fault draws of the captures agents create (`draws`).
+    (`stale`) and the fault draws (`draws`); the last two are shared with the bases of other
+    fault profiles of the same (task, seed), whose draws are the same numbers.
     """
 
     def __init__(self, task: Task, seed: int, profile: FaultProfile):
         self.firings: list = []
-        self.deliveries = deliver(_log_specs(task), task.stream, seed, profile, self.firings)
+        # the draws are keyed by (stream, seed, family, delivery): the same numbers under every profile
+        self.draws = _draws(task.stream, seed)
+        self.deliveries = deliver(_log_specs(task), task.stream, seed, profile, self.firings, memo=self.draws)
         self.lanes = _lanes(self.deliveries)
         self.counts = dict.fromkeys(C.FAMILIES, 0)  # firings by family, for `World.fired`
         for fam, _ in self.firings:
@@ -107,8 +110,7 @@ class Base:
         self.stale_intensity = profile.intensity if profile.on("stale_read") else None
         self.folds: dict = {}
         self.blobs: dict = {}
-        self.stale: dict = {}
-        self.draws: dict = {}  # the fault draws of agents' captures (`deliver`'s memo)
+        self.stale = {} if self.stale_intensity is None else _stale_draws(task.stream, seed, self.stale_intensity)
         self._seen: dict = {}
 
     def seen_by(self, until: tuple) -> tuple:
@@ -151,6 +153,22 @@ def stale_draw(draw: Keyed, intensity: float, system: str, n: int) -> tuple[int,
     if draw.pair(system, str(n)) < intensity:
         return draw.integer(*C.STALE_RANGE, system, n, "lag"), ("stale_read", f"{system}#{n}")
     return 0, None
+
+
+@memoised("sim.world.draws", keys="(unit stream, seed): the fault draws of every profile's bases and captures",
+          bound=4096)
+def _draws(stream: str, seed: int) -> dict:
+    """The fault draws asked under (stream, seed), by the text hashed (`Keyed`'s memo), shared by every
+    fault profile's base: the ablation's arms ask the same keys."""
+    return {}
+
+
+@memoised("sim.world.stale_draws", keys="(unit stream, seed, intensity): (lag, firing) of each (system, n)",
+          bound=4096)
+def _stale_draws(stream: str, seed: int, intensity: float) -> dict:
+    """The stale-read draws of each (system, n-th read) under (stream, seed) at `intensity`, shared by every
+    profile's base with stale reads at that intensity."""
+    return {}
 
 
 @memoised("sim.world.log_specs", keys="the task (a frozen value)", bound=1024)
