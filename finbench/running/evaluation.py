@@ -24,7 +24,7 @@ from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import batch_mode, play, trusted
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
-from finbench.sim.world import base_world, replayed_firings
+from finbench.sim.world import World, base_world, replayed_firings
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
 from finbench.running.episode import episode_contract, grade_played
 from finbench.sim.corpus import Corpus
@@ -113,35 +113,51 @@ _SEEN: dict = register(
     "running.evaluation.same_reads",
     {}, keys="(task, the package policy's cache key and label, costs, probe mode, seed): the rows played under "
              "other fault profiles, each with what its reads saw", bound=_SEEN_SIZE)
-"""Episodes of the package's own policies that added no capture, with what their reads saw, so that
-another fault profile (an ablation arm) under which every read returns the same payload derives them."""
+"""Episodes of the package's own policies with what their reads saw, so that another fault profile (an
+ablation arm) under which every read returns the same payload derives them."""
+
+
+def _seen(task, seed: int, profile: FaultProfile, captures: tuple, until: tuple) -> tuple[tuple, dict]:
+    """What reads up to `until` see of the world under `profile` once the agent has made `captures`
+    ((key, tick) each), and the firings of that world's deliveries."""
+    if not captures:  # the base alone: its lanes and counts are kept
+        base = base_world(task, seed, profile)
+        return base.seen_by(until), dict(base.counts)
+    world = World(task, seed, profile)
+    for key, t in captures:
+        world.add_capture(key, t)
+    return world.seen_by(until), world.fired()
 
 
 def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple | None:
     """The row of an earlier episode that is this one under `profile`, or None.
 
-    An episode that added no capture sees the world only through its reads; if under `profile` each
-    read is as stale (or fresh) as it was, and each system holds the same deliveries up to the latest
-    tick it was read as of, every read returns the same payload, so the agent makes the same calls to
-    the same end. Only the faults fired elsewhere differ: the row takes this world's."""
-    base = base_world(task, seed, profile)
-    for until, seen, reads, lags, row in variants:
-        if base.seen_by(until) == seen and base.stale_lags(reads) == lags:
-            fired = dict(base.counts)
+    An episode sees the world only through its reads. If under `profile` each read is as stale (or fresh)
+    as it was, and each system holds the same deliveries up to the latest tick it was read as of (its
+    base's and those of the captures the agent made, which arrive no earlier than their submission, so
+    no read before a capture sees them), every read returns the same payload, and the agent makes the
+    same calls to the same end. Only the faults fired elsewhere differ: the row takes this world's."""
+    stale = base_world(task, seed, profile)
+    for captures, until, seen, reads, lags, row in variants:
+        if stale.stale_lags(reads) != lags:
+            continue
+        now, fired = _seen(task, seed, profile, captures, until)
+        if now == seen:
             fired["stale_read"] += len(lags)
             return (*row[:_FIRED], *(fired[f] for f in C.FAMILIES), *row[_FIRED + len(C.FAMILIES):])
     return None
 
 
 def _keep_reads(key: tuple, env: FinalityEnv, row: tuple) -> None:
-    """Keep an ended episode that added no capture for `_same_reads`."""
+    """Keep an ended episode for `_same_reads`."""
     world = env.world
     until = tuple((s, t) for s, t in world.seen_until.items() if t >= 0)
     reads = tuple(world.reads[s] for s in C.SYSTEMS)
+    captures = tuple((c.key, c.submitted_at) for c in world.captures[1:])
+    seen, _ = _seen(env.task, env.seed, env.profile, captures, until)
     if len(_SEEN) >= _SEEN_SIZE:
         _SEEN.clear()
-    base = world._base
-    _SEEN.setdefault(key, []).append((until, base.seen_by(until), reads, base.stale_lags(reads), row))
+    _SEEN.setdefault(key, []).append((captures, until, seen, reads, world._base.stale_lags(reads), row))
 
 
 def _calls(actions, order_id: str) -> str:
@@ -202,7 +218,7 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
                             if len(_BLIND) >= _BLIND_SIZE:
                                 _BLIND.clear()
                             _BLIND[key] = blind
-                    elif key is not None and len(env.world.captures) == 1:  # it saw the base world alone
+                    elif key is not None:
                         _keep_reads((key, seed), env, row)
     return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
 

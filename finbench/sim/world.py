@@ -280,6 +280,16 @@ class World:
             self.seen_until[system] = seen
         return self.view(system, seen, copy)
 
+    def seen_by(self, until: tuple) -> tuple:
+        """`Base.seen_by` of this world's lanes (the agent's captures' deliveries among them)."""
+        if self._lanes is None:
+            self._lanes = _lanes(self.deliveries)
+        out = []
+        for system, t in until:
+            ds, arrivals = self._lanes[system]
+            out.append(tuple([(d.id, d.arrival, d.partial) for d in ds[:bisect_right(arrivals, t)]]))
+        return tuple(out)
+
     def stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.
 
