@@ -118,13 +118,16 @@ def size_refusal(exc: BaseException, secret: str | None) -> dict | None:
     return {"ended": CONTEXT_LENGTH, "status": status, "error": clean(scrub(message, secret))[:TEXT_KEPT]}
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def clean(s: str) -> str:
-    """`s` encodable as UTF-8: lone surrogates replaced by U+FFFD."""
+    """`s` encodable as UTF-8: each lone surrogate replaced by one U+FFFD."""
     try:
         s.encode("utf-8")
         return s
     except UnicodeEncodeError:
-        return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return _SURROGATE.sub("\ufffd", s)
 
 
 def clean_json(obj: Any) -> Any:

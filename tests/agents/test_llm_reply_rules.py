@@ -683,3 +683,11 @@ def test_deadline_http_client_installs_the_backend_and_starts_each_request(Backe
     assert st.seconds is None and st.deadline is None and st.received == 0
     http.close()
     none.close()
+
+
+def test_clean_replaces_each_lone_surrogate_by_one_replacement_character():
+    from finbench.agents.llm_reply import clean
+    assert clean("a\ud800b") == "a\ufffdb"
+    assert clean("\udfff") == "\ufffd"
+    assert clean("x\ud83d\ude00y") == "x\ufffd\ufffdy"  # two surrogate code points, not one character: two
+    assert clean("plain ü 😀") == "plain ü 😀"  # encodable text is returned unchanged
