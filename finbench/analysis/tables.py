@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from finbench.errors import bad
 from finbench.sim import constants as C
 from finbench.files import atomic_write
 
@@ -37,14 +38,22 @@ def write_table(df: pd.DataFrame, stem: str, meta: dict, tables_dir: str | Path 
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV written by `write_table` (metadata comment lines skipped)."""
-    return pd.read_csv(path, comment="#")
+    """Read a CSV written by `write_table`: its leading `# ` stamp lines skipped (a `#` in a cell is data)."""
+    with open(path, encoding="utf-8") as fh:
+        stamp = 0
+        for line in fh:
+            if not line.startswith("#"):
+                break
+            stamp += 1
+    return pd.read_csv(path, skiprows=stamp)
 
 
 def corpus_table(corpus) -> pd.DataFrame:
     """The archetype mix: tasks, twins, units, value and determination-time ranges."""
     rows = []
     tasks = list(corpus)
+    if not tasks:
+        raise bad("corpus_table", "corpus", corpus, "a corpus with at least one task")
     for a in C.ARCHETYPES:
         ts = [t for t in tasks if t.archetype == a]
         if not ts:

@@ -254,3 +254,17 @@ def test_read_table_skips_the_stamp(tmp_path):
     assert back.name.tolist() == ["a", "b", "c"] and back.n.tolist() == [1, 2, 3]
     assert back.x.tolist() == [0.3333333333, 1.5e-12, math.inf]
     assert read_table(str(tmp_path / "tbl.csv")).equals(back)
+
+
+def test_read_table_keeps_a_cell_that_holds_a_hash(tmp_path):
+    """Only the leading `# key: value` lines are the stamp: a `#` inside a cell is data."""
+    df = pd.DataFrame({"label": ["order #3", "x"], "n": [1, 2]})
+    write_table(df, "t", {"corpus": "c", "note": "a # in the stamp"}, tmp_path)
+    back = read_table(tmp_path / "t.csv")
+    pd.testing.assert_frame_equal(back, df)
+
+
+def test_corpus_table_of_an_empty_corpus_is_refused_clearly():
+    from finbench.errors import FinbenchError
+    with pytest.raises(FinbenchError, match="corpus_table: corpus must be a corpus with at least one task"):
+        corpus_table(fb.Corpus(()))
