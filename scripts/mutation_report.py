@@ -173,6 +173,8 @@ def main() -> None:
             c, n, at = Counter(last[mod]["counts"]), last[mod]["total"], last[mod]["at"]
             carried[mod] = last[mod]["rows"]
             codes = {}
+        elif n == 0 and meta.exists():  # mutmut read it and found no function to mutate (constants only)
+            at = "nothing to mutate"
         elif n - c["not checked"] == 0:
             at = "never"
         codes_of.update(codes)
@@ -187,7 +189,7 @@ def main() -> None:
         return f"{100 * (c['killed'] + c['timeout'] + c['error']) / checked:.1f}%" if checked else "–"
 
     def sample_cell(mod: str, c: Counter, n: int) -> str:
-        if mod not in sampled or mod in carried:
+        if mod not in sampled or mod in carried or not sampled[mod]["of"]:
             return "all"
         k, m = c["killed"] + c["timeout"] + c["error"], n - c["not checked"]
         note = f"; {sampled[mod]['note']}" if sampled[mod].get("note") else ""
@@ -205,7 +207,8 @@ def main() -> None:
         "",
         f"Source: commit {head or '?'}; each module's row says the commit it was measured at (`*`: with "
         "uncommitted changes to it; a row measured at an earlier commit is the last report of a module not "
-        "re-run since, kept by the script; *never*: not measured yet).",
+        "re-run since, kept by the script; *never*: not measured yet; *nothing to mutate*: the module holds "
+        "no function, only constants and imports).",
         "Tests: " + ", ".join(f"`{t}`" for t in selection) + " (`make test-fast`'s tests).",
         "",
         "Score = (killed + timeout + error) / (mutants checked). *Error*: under the mutant pytest could "
