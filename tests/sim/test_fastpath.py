@@ -342,3 +342,13 @@ def test_reference_position_is_unchanged_by_the_fast_path():
     for task in TASKS:
         env = play(FinalityEnv(task, 0, fb.FaultProfile.none()), Public(fb.get_policy("finality_oracle")))
         assert reference_position(task, fb.Costs()) == env.outcome().position
+
+
+def test_a_class_that_only_names_the_policies_module_is_not_trusted():
+    """A class saying it lives in finbench.agents.policies (trusted = True, its `__module__` set) is not the
+    package's own: under a name that module does not define, `trusted` says no (it does not raise)."""
+    forged = type("NoSuchPolicyHere", (Policy,), {"trusted": True, "__module__": "finbench.agents.policies",
+                                                  "act": lambda self, obs: self.call("close")})
+    same_name = type("SOP", (Policy,), {"trusted": True, "__module__": "finbench.agents.policies",
+                                        "act": lambda self, obs: self.call("close")})
+    assert trusted(forged()) is False and trusted(same_name()) is False
