@@ -114,9 +114,14 @@ def check_choice(where: str, name: str, value: object, choices) -> object:
 
 def _range(lo, hi, lo_open: bool = False) -> str:
     if lo is not None and hi is not None:
-        return f" in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        return f" in {'(' if lo_open else '['}{_num(lo)}, {_num(hi)}]"
     if lo is not None:
-        return f" {'>' if lo_open else '>='} {lo:g}"
+        return f" {'>' if lo_open else '>='} {_num(lo)}"
     if hi is not None:
-        return f" <= {hi:g}"
+        return f" <= {_num(hi)}"
     return ""
+
+
+def _num(x) -> str:
+    """A bound as a reader writes it: an integer in full (1000000, not 1e+06), a float shortest."""
+    return str(x) if isinstance(x, int) else f"{x:g}"

@@ -95,3 +95,11 @@ def test_two_memoised_policies_repriced_in_turn_keep_their_own_rows(tmp_path):
         got = fb.Run(CORPUS, seeds=[0], policies=policies, costs=PRICES, cache=tmp_path).evaluate()
         assert list(got["policy"].unique()) == policies
         pd.testing.assert_frame_equal(got, _direct(policies, PRICES), check_exact=True)
+
+
+def test_a_run_takes_one_to_a_million_bootstrap_resamples():
+    corpus = fb.make_corpus(n_tasks=3)
+    assert fb.Run(corpus, n_boot=1_000_000).n_boot == 1_000_000 and fb.Run(corpus, n_boot=1).n_boot == 1
+    for n in (0, 1_000_001):
+        with pytest.raises(fb.FinbenchError, match=r"Run: n_boot must be an integer in \[1, 1000000\]"):
+            fb.Run(corpus, n_boot=n)
