@@ -78,19 +78,20 @@ def packaged(module) -> bool:
     return path is not None and Path(path).resolve().is_relative_to(pkg)
 
 
-def experiment_tables(run, experiment, compute: Callable[[], dict], *params) -> dict[str, pd.DataFrame]:
-    """An experiment's tables by stem (`experiment.TABLES`, in that order): `compute()`, or what an earlier
-    call with the same run (`run.key()`), experiment and `params` (JSON values: the experiment's own
-    arguments beside the run) kept. Nothing is kept for an experiment module from outside the package or
-    a run holding a policy without a cache key.
+def experiment_tables(run, experiment, *params) -> dict[str, pd.DataFrame]:
+    """An experiment's tables by stem (`experiment.TABLES`, in that order):
+    `experiment.tables(experiment.episodes(run, *params), run)`, or what an earlier call with the same run
+    (`run.key()`), experiment and `params` (JSON values: the experiment's own arguments beside the run)
+    kept, so a warm run loads none of its rows. Nothing is kept for an experiment module from outside the
+    package or a run holding a policy without a cache key.
 
     Raises:
-        ValueError: `compute()` gives other stems than `experiment.TABLES`.
+        ValueError: the experiment's `tables` gives other stems than `experiment.TABLES`.
     """
     names = list(experiment.TABLES)
 
     def computed() -> tuple[pd.DataFrame, ...]:
-        out = compute()
+        out = experiment.tables(experiment.episodes(run, *params), run)
         if list(out) != names:
             raise ValueError(f"experiment_tables: {experiment.__name__} computed tables {list(out)}, "
                              f"not its TABLES {names}")

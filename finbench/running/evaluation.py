@@ -137,9 +137,9 @@ def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple
     base's and those of the captures the agent made, which arrive no earlier than their submission, so
     no read before a capture sees them), every read returns the same payload, and the agent makes the
     same calls to the same end. Only the faults fired elsewhere differ: the row takes this world's."""
-    stale = base_world(task, seed, profile)
+    base = base_world(task, seed, profile)
     for captures, until, seen, reads, lags, row in variants:
-        if stale.stale_lags(reads) != lags:
+        if base.stale_lags(reads) != lags:
             continue
         now, fired = _seen(task, seed, profile, captures, until)
         if now == seen:
@@ -154,6 +154,7 @@ def _keep_reads(key: tuple, env: FinalityEnv, row: tuple) -> None:
     until = tuple((s, t) for s, t in world.seen_until.items() if t >= 0)
     reads = tuple(world.reads[s] for s in C.SYSTEMS)
     captures = tuple((c.key, c.submitted_at) for c in world.captures[1:])
+    # made as `_same_reads` makes it (the ended world also holds the disposition's record, never read)
     seen, _ = _seen(env.task, env.seed, env.profile, captures, until)
     if len(_SEEN) >= _SEEN_SIZE:
         _SEEN.clear()

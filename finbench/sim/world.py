@@ -117,14 +117,7 @@ class Base:
         """What reads up to `until` ((system, tick) pairs) can see of this base: each system's deliveries
         (id, arrival, partial: all a fold reads) that arrived by its tick, in the order its lane holds
         them. Two bases that agree on it answer every such read with the same payload."""
-        out = []
-        for system, t in until:
-            ds, arrivals = self.lanes[system]
-            seen = self._seen.get(system)
-            if seen is None:
-                seen = self._seen[system] = tuple([(d.id, d.arrival, d.partial) for d in ds])
-            out.append(seen[:bisect_right(arrivals, t)])
-        return tuple(out)
+        return _seen_by(self.lanes, until, self._seen)
 
     def stale_hit(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) of the n-th read of `system` (`stale_draw`), remembered for every policy."""
@@ -145,6 +138,18 @@ class Base:
                 if lag:
                     out.append((system, n, lag))
         return tuple(out)
+
+
+def _seen_by(lanes: dict, until: tuple, keys: dict) -> tuple:
+    """`Base.seen_by` over `lanes`; `keys` remembers each lane's (id, arrival, partial) tuple."""
+    out = []
+    for system, t in until:
+        ds, arrivals = lanes[system]
+        lane = keys.get(system)
+        if lane is None:
+            lane = keys[system] = tuple([(d.id, d.arrival, d.partial) for d in ds])
+        out.append(lane[:bisect_right(arrivals, t)])
+    return tuple(out)
 
 
 def stale_draw(draw: Keyed, intensity: float, system: str, n: int) -> tuple[int, tuple | None]:
@@ -284,11 +289,7 @@ class World:
         """`Base.seen_by` of this world's lanes (the agent's captures' deliveries among them)."""
         if self._lanes is None:
             self._lanes = _lanes(self.deliveries)
-        out = []
-        for system, t in until:
-            ds, arrivals = self._lanes[system]
-            out.append(tuple([(d.id, d.arrival, d.partial) for d in ds[:bisect_right(arrivals, t)]]))
-        return tuple(out)
+        return _seen_by(self._lanes, until, {})
 
     def stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.

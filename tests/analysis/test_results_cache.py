@@ -241,31 +241,32 @@ def _ablation_run(cache, **kw):
     return fb.Run.make(20260321, 12, seeds=range(1), policies=ablation.POLICIES, n_boot=20, cache=cache, **kw)
 
 
-def test_an_experiment_s_tables_are_kept_by_run_and_params_and_come_back_exactly(tmp_path):
+def test_an_experiment_s_tables_are_kept_by_run_and_params_and_come_back_exactly(tmp_path, monkeypatch):
     from finbench.experiments import ablation
     run = _ablation_run(tmp_path)
     calls = []
+    real = ablation.episodes
+    monkeypatch.setattr(ablation, "episodes", lambda r, *params: calls.append(params) or real(r))
 
-    def compute():
-        calls.append(1)
-        return ablation.tables(ablation.episodes(run), run)
-
-    first = R.experiment_tables(run, ablation, compute, 3)
-    assert list(first) == list(ablation.TABLES) and calls == [1]
-    again = R.experiment_tables(run, ablation, compute, 3)
-    assert calls == [1]  # read, not computed: no episode loaded either
+    first = R.experiment_tables(run, ablation, 3)
+    assert list(first) == list(ablation.TABLES) and calls == [(3,)]
+    pd.testing.assert_frame_equal(first["table6"], ablation.tables(real(run), run)["table6"], check_exact=True)
+    again = R.experiment_tables(run, ablation, 3)
+    assert len(calls) == 1  # read, not computed: no episode loaded either
     for name in ablation.TABLES:
         pd.testing.assert_frame_equal(again[name], first[name], check_exact=True)
-    R.experiment_tables(run, ablation, compute, 4)  # another parameter: computed
-    R.experiment_tables(_ablation_run(tmp_path, costs=fb.Costs(dispute_fee=30.0)), ablation, compute, 3)
-    assert calls == [1, 1, 1]
-    R.experiment_tables(_ablation_run(False), ablation, compute, 3)
-    R.experiment_tables(_ablation_run(False), ablation, compute, 3)
+    R.experiment_tables(run, ablation, 4)  # another parameter: computed
+    R.experiment_tables(_ablation_run(tmp_path, costs=fb.Costs(dispute_fee=30.0)), ablation, 3)
+    assert len(calls) == 3
+    R.experiment_tables(_ablation_run(False), ablation, 3)
+    R.experiment_tables(_ablation_run(False), ablation, 3)
     assert len(calls) == 5  # cache=False: nothing kept
 
 
-def test_an_experiment_whose_compute_gives_other_tables_is_refused(tmp_path):
+def test_an_experiment_whose_tables_are_not_its_tables_stems_is_refused(tmp_path, monkeypatch):
     from finbench.experiments import ablation
     run = _ablation_run(tmp_path)
+    monkeypatch.setattr(ablation, "episodes", lambda r: None)
+    monkeypatch.setattr(ablation, "tables", lambda rows, r: {"table6": pd.DataFrame()})
     with pytest.raises(ValueError, match="not its TABLES"):
-        R.experiment_tables(run, ablation, lambda: {"table6": pd.DataFrame()}, 1)
+        R.experiment_tables(run, ablation)
