@@ -129,6 +129,25 @@ def _seen(task, seed: int, profile: FaultProfile, captures: tuple, until: tuple)
     return world.seen_by(until), world.fired()
 
 
+class _Kept:
+    """An ended episode kept for `_same_reads`: what decides what its reads saw, and its row. What they saw
+    (`seen`, `lags`) is worked out the first time another profile asks (`signature`): a run of one
+    profile (most runs) never pays for it."""
+
+    __slots__ = ("captures", "until", "reads", "row", "profile", "_signature")
+
+    def __init__(self, captures: tuple, until: tuple, reads: tuple, row: tuple, profile: FaultProfile):
+        self.captures, self.until, self.reads, self.row, self.profile = captures, until, reads, row, profile
+        self._signature = None
+
+    def signature(self, task, seed: int) -> tuple[tuple, tuple]:
+        """(the lane prefixes its reads saw, its stale lags), as `_same_reads` makes them under another profile."""
+        if self._signature is None:
+            seen, _ = _seen(task, seed, self.profile, self.captures, self.until)
+            self._signature = (seen, base_world(task, seed, self.profile).stale_lags(self.reads))
+        return self._signature
+
+
 def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple | None:
     """The row of an earlier episode that is this one under `profile`, or None.
 
@@ -138,12 +157,14 @@ def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple
     no read before a capture sees them), every read returns the same payload, and the agent makes the
     same calls to the same end. Only the faults fired elsewhere differ: the row takes this world's."""
     base = base_world(task, seed, profile)
-    for captures, until, seen, reads, lags, row in variants:
-        if base.stale_lags(reads) != lags:
+    for kept in variants:
+        seen, lags = kept.signature(task, seed)
+        if base.stale_lags(kept.reads) != lags:
             continue
-        now, fired = _seen(task, seed, profile, captures, until)
+        now, fired = _seen(task, seed, profile, kept.captures, kept.until)
         if now == seen:
             fired["stale_read"] += len(lags)
+            row = kept.row
             return (*row[:_FIRED], *(fired[f] for f in C.FAMILIES), *row[_FIRED + len(C.FAMILIES):])
     return None
 
@@ -154,11 +175,9 @@ def _keep_reads(key: tuple, env: FinalityEnv, row: tuple) -> None:
     until = tuple((s, t) for s, t in world.seen_until.items() if t >= 0)
     reads = tuple(world.reads[s] for s in C.SYSTEMS)
     captures = tuple((c.key, c.submitted_at) for c in world.captures[1:])
-    # made as `_same_reads` makes it (the ended world also holds the disposition's record, never read)
-    seen, _ = _seen(env.task, env.seed, env.profile, captures, until)
     if len(_SEEN) >= _SEEN_SIZE:
         _SEEN.clear()
-    _SEEN.setdefault(key, []).append((captures, until, seen, reads, world._base.stale_lags(reads), row))
+    _SEEN.setdefault(key, []).append(_Kept(captures, until, reads, row, env.profile))
 
 
 def _calls(actions, order_id: str) -> str:
@@ -193,7 +212,9 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
     rows: list[list[tuple]] = [[] for _ in refs]
     costs_key = costs.key()
     probe_key = None if probe is None or probe.is_full else json.dumps(probe.key())  # a list: not hashable
-    with batch_mode():
+    # the package's own policies make no reference cycles: the batch's closing collection is for a user's
+    cycles = not all(ref.builtin and trusted(ref.make()) for ref in refs)
+    with batch_mode(cycles):
         for task in tasks:
             for ref, mine in zip(refs, rows):
                 key = (task, ref.cache_key(), ref.label, costs_key, probe_key) if share and ref.builtin else None

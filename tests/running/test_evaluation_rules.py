@@ -171,10 +171,12 @@ def test_only_a_sharing_run_keeps_episodes_by_their_reads():
     kept = {k for k, _ in E._SEEN}
     assert kept and kept <= keys and {s for _, s in E._SEEN} <= {0, 1}
     for (key, seed), variants in E._SEEN.items():
-        (captures, until, seen, reads, lags, row), = variants  # one profile played: one variant
-        assert captures == ()  # sop never retries
-        assert row == _played(key[0], "sop", seed, fb.FaultProfile.default())
-        assert sum(reads) > 0 and all(t >= 0 for _, t in until)
+        kept, = variants  # one profile played: one variant
+        assert kept._signature is None  # what its reads saw is worked out only when another profile asks
+        assert kept.captures == ()  # sop never retries
+        assert kept.row == _played(key[0], "sop", seed, fb.FaultProfile.default())
+        assert sum(kept.reads) > 0 and all(t >= 0 for _, t in kept.until)
+        assert kept.profile == fb.FaultProfile.default()
     fb.clear_caches()
 
 
@@ -183,10 +185,10 @@ def test_an_episode_that_added_a_capture_is_kept_with_its_captures():
     tasks = fb.make_corpus(n_tasks=40).tasks
     E.run_chunk(tasks, [as_ref("react")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
     variants = [v for vs in E._SEEN.values() for v in vs]
-    made = [v for v in variants if v[0]]
+    made = [v for v in variants if v.captures]
     assert made and len(made) < len(variants)  # some episodes retried, some did not
-    for captures, *_ in made:
-        assert all(isinstance(k, str) and k and isinstance(t, int) for k, t in captures)
+    for kept in made:
+        assert all(isinstance(k, str) and k and isinstance(t, int) for k, t in kept.captures)
     fb.clear_caches()
 
 
