@@ -64,23 +64,53 @@ def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: C
 
 
 def _row(env: FinalityEnv, label: str) -> tuple:
-    task, costs = env.task, env.costs
-    out = env.outcome()
-    refpos = reference_position(task, costs)
-    gap, exact, premature = env.scores(out, refpos)
+    task = env.task
     world = env.world
+    score, money, graded = _ended(env)
     fired = world.fired()
-    graded = grade_played(env, out)
     return (
-        task.task_id, task.archetype, task.unit, task.twin_side, label, env.told_resolution, env.seed, out.position,
-        refpos, gap, exact, premature, costs.step_budget - env.calls_left, env.disposition_t,
-        env.disposition, env.probe_calls, env.wait_calls, len(env.other_effects), out.cash, out.cogs,
-        out.liability, out.dispute_fee, out.escalation, out.unrelated,
+        task.task_id, task.archetype, task.unit, task.twin_side, label, env.told_resolution, env.seed, *score,
+        env.costs.step_budget - env.calls_left, env.disposition_t, env.disposition, env.probe_calls,
+        env.wait_calls, len(env.other_effects), *money,
         *(fired[f] for f in C.FAMILIES),
         ";".join(str(c.submitted_at) for c in world.captures[1:]),
         _calls(env.calls(), task.order_id),
-        *(graded[c] for c in _GRADED),
+        *graded,
     )
+
+
+_ENDS_SIZE = 1 << 15
+_ENDS: dict = register(
+    "running.evaluation.endings",
+    {}, keys="(task, costs, disposition and its tick, the first irreversible tick, the effects on the other order, "
+             "the replayed keys, each agent capture's key and tick): what an ended episode's row says of its end",
+    bound=_ENDS_SIZE)
+"""What the row says of how an episode ended (its position and gap, its money, its grade), by all that decides
+it: many episodes of a task end alike, whatever they read on the way."""
+
+
+def _ended(env: FinalityEnv) -> tuple:
+    """(position, reference, gap, exact, premature), the outcome's money, and the grade's columns."""
+    try:
+        key = (env.task, env.costs, env.disposition, env.disposition_t, env.first_irreversible_t,
+               tuple(env.other_effects), tuple(env.replays),
+               tuple([(c.key, c.submitted_at) for c in env.world.captures[1:]]))
+        hit = _ENDS.get(key)
+    except TypeError:  # an unhashable key a user's policy gave: computed, not kept
+        key = hit = None
+    if hit is not None:
+        return hit
+    out = env.outcome()
+    refpos = reference_position(env.task, env.costs)
+    graded = grade_played(env, out)
+    hit = ((out.position, refpos, *env.scores(out, refpos)),
+           (out.cash, out.cogs, out.liability, out.dispute_fee, out.escalation, out.unrelated),
+           tuple([graded[c] for c in _GRADED]))
+    if key is not None:
+        if len(_ENDS) >= _ENDS_SIZE:
+            _ENDS.clear()
+        _ENDS[key] = hit
+    return hit
 
 
 _SEED = COLUMNS.index("seed")
