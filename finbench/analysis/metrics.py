@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from finbench.memo import memoised, register
+
 # The bootstrap's random stream is keyed by its purpose as well as the seed,
 # so that seed 0 here is not the same stream as seed 0 anywhere else.
 _BOOTSTRAP_KEY = int.from_bytes(hashlib.sha256(b"finbench/bootstrap").digest()[:4], "big")
@@ -203,13 +205,21 @@ def bootstrap_units(units: Iterable, n_boot: int = 2000, seed: int = 0) -> np.nd
         An integer array of shape ``(n_boot, n_units)``; entry ``[b, i]`` is
         an index into ``numpy.unique(units)`` (the sorted distinct ids).
     """
-    n_units = len(_universe(units))
+    return _draws(len(_universe(units)), n_boot, seed).copy()
+
+
+@memoised("analysis.metrics.draws", keys="(units, resamples, seed): integers", bound=64)
+def _draws(n_units: int, n_boot: int, seed: int) -> np.ndarray:
+    """`bootstrap_units`' draws, read-only: they depend on the number of units alone, and every interval of a
+    table (each arm, each policy pair) draws the same ones."""
     if n_units == 0:
         raise ValueError("cannot bootstrap over zero units")
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([_BOOTSTRAP_KEY, int(seed)])))
-    return rng.integers(0, n_units, size=(int(n_boot), n_units), dtype=np.int64)
+    idx = rng.integers(0, n_units, size=(int(n_boot), n_units), dtype=np.int64)
+    idx.flags.writeable = False
+    return idx
 
 
 def _unit_sums(
@@ -236,7 +246,29 @@ def _unit_sums(
 def _resampled_ratio(num: np.ndarray, den: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Ratio estimator per resample: sum of drawn numerators / sum of drawn counts."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return num[idx].sum(axis=1) / den[idx].sum(axis=1)
+        return num[idx].sum(axis=1) / _drawn_counts(den, idx)
+
+
+_COUNTS_SIZE = 256
+_COUNTS: dict = register("analysis.metrics.drawn_counts", {}, keys="(the draws, the per-unit counts' bytes)",
+                         bound=_COUNTS_SIZE)
+
+
+def _drawn_counts(den: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """`den[idx].sum(axis=1)`, each resample's episode count: integers, so the same whoever sums them, and the
+    same for every policy that ran the same episodes under every arm of a table (computed once)."""
+    if den.dtype.kind not in "iu" or idx.flags.writeable:  # floats, or draws that are not the memo's own
+        return den[idx].sum(axis=1)
+    key = (id(idx), den.dtype.str, den.tobytes())
+    hit = _COUNTS.get(key)
+    if hit is not None and hit[0] is idx:  # the draws themselves, not others at a reused address
+        return hit[1]
+    out = den[idx].sum(axis=1)
+    out.flags.writeable = False
+    if len(_COUNTS) >= _COUNTS_SIZE:
+        _COUNTS.clear()
+    _COUNTS[key] = (idx, out)
+    return out
 
 
 def _prepare(
@@ -254,7 +286,7 @@ def _prepare(
     # The universe is every unit of the table, whatever policies are asked
     # for, so that separate calls with one seed draw the same resamples.
     universe = _universe(df["unit"])
-    idx = bootstrap_units(universe, n_boot=n_boot, seed=seed)
+    idx = _draws(len(universe), n_boot, seed)
     sums, counts = _unit_sums(df, value, policies, universe)
     return policies, sums, counts, idx
 
@@ -358,7 +390,7 @@ def bootstrap_diff_unpaired(
         A Series with ``estimate``, ``lo`` and ``hi``, named ``"a - b"``.
     """
     names, sums, counts, idx = _prepare(df, value, [a, b], n_boot, seed)
-    other = bootstrap_units(_universe(df["unit"]), n_boot=n_boot, seed=seed + 1)
+    other = _draws(len(_universe(df["unit"])), n_boot, seed + 1)
     i, j = names.index(a), names.index(b)
     est = sums[i].sum() / counts[i].sum() - sums[j].sum() / counts[j].sum()
     reps = _resampled_ratio(sums[i], counts[i], idx) - _resampled_ratio(sums[j], counts[j], other)

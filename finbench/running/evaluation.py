@@ -26,7 +26,8 @@ from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.sim.world import World, base_world, replayed_firings
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
-from finbench.running.episode import episode_contract, grade_played
+from finbench.running.endings import ended
+from finbench.running.episode import episode_contract
 from finbench.sim.corpus import Corpus
 
 CacheWarning = K.CacheWarning
@@ -53,9 +54,6 @@ sequence, one `tool[@other][:args]` a call, ';'-joined: two episodes decided
 alike exactly when their `calls` are equal (the ablation compares them)."""
 
 
-_GRADED = COLUMNS[COLUMNS.index("verdict"):]
-
-
 def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs,
              probe: ProbeMode | None = None) -> tuple:
     """Play one episode; its row as a tuple in `COLUMNS` order (what `FinalityEnv.result`
@@ -66,7 +64,7 @@ def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: C
 def _row(env: FinalityEnv, label: str) -> tuple:
     task = env.task
     world = env.world
-    score, money, graded = _ended(env)
+    score, money, graded = ended(env)
     fired = world.fired()
     return (
         task.task_id, task.archetype, task.unit, task.twin_side, label, env.told_resolution, env.seed, *score,
@@ -77,40 +75,6 @@ def _row(env: FinalityEnv, label: str) -> tuple:
         _calls(env.calls(), task.order_id),
         *graded,
     )
-
-
-_ENDS_SIZE = 1 << 15
-_ENDS: dict = register(
-    "running.evaluation.endings",
-    {}, keys="(task, costs, disposition and its tick, the first irreversible tick, the effects on the other order, "
-             "the replayed keys, each agent capture's key and tick): what an ended episode's row says of its end",
-    bound=_ENDS_SIZE)
-"""What the row says of how an episode ended (its position and gap, its money, its grade), by all that decides
-it: many episodes of a task end alike, whatever they read on the way."""
-
-
-def _ended(env: FinalityEnv) -> tuple:
-    """(position, reference, gap, exact, premature), the outcome's money, and the grade's columns."""
-    try:
-        key = (env.task, env.costs, env.disposition, env.disposition_t, env.first_irreversible_t,
-               tuple(env.other_effects), tuple(env.replays),
-               tuple([(c.key, c.submitted_at) for c in env.world.captures[1:]]))
-        hit = _ENDS.get(key)
-    except TypeError:  # an unhashable key a user's policy gave: computed, not kept
-        key = hit = None
-    if hit is not None:
-        return hit
-    out = env.outcome()
-    refpos = reference_position(env.task, env.costs)
-    graded = grade_played(env, out)
-    hit = ((out.position, refpos, *env.scores(out, refpos)),
-           (out.cash, out.cogs, out.liability, out.dispute_fee, out.escalation, out.unrelated),
-           tuple([graded[c] for c in _GRADED]))
-    if key is not None:
-        if len(_ENDS) >= _ENDS_SIZE:
-            _ENDS.clear()
-        _ENDS[key] = hit
-    return hit
 
 
 _SEED = COLUMNS.index("seed")

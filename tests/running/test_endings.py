@@ -1,4 +1,4 @@
-"""The endings memo of the runner (`finbench.running.evaluation._ended`): a row's position, reference, gap,
+"""The endings memo of the runner (`finbench.running.endings.ended`): a row's position, reference, gap,
 exact and premature flags, money and grade are reused between episodes that ended alike. Every memoised row
 must equal what the public path computes afresh for that episode (`run_episode`: the outcome, the reference,
 the trace and its grade), whatever was played before it."""
@@ -8,7 +8,7 @@ import pytest
 
 import finbench as fb
 from finbench.agents.registry import as_ref
-from finbench.running import evaluation as E
+from finbench.running import endings, evaluation as E
 from finbench.running.episode import grade_episode
 
 TASKS = fb.make_corpus(n_tasks=48).tasks
@@ -47,7 +47,7 @@ def test_every_memoised_ending_equals_one_computed_afresh(profile):
     fb.clear_caches()
     parts = E.run_chunk(TASKS, refs, [0, 1], profile, fb.Costs())
     n = len(TASKS) * 2 * len(refs)
-    assert 0 < len(E._ENDS) < n * 0.75  # many episodes end as an earlier one did: the memo is used
+    assert 0 < len(endings._ENDS) < n * 0.75  # many episodes end as an earlier one did: the memo is used
     checked = 0
     for ref, cols in zip(refs, parts):
         for i in range(len(cols["task_id"])):
@@ -81,7 +81,7 @@ def test_the_user_policy_s_replay_and_other_order_effect_are_in_its_ending():
     for ref, cols in zip(refs, parts):
         want = _expected(task, ref, 0, fb.FaultProfile.none())
         assert {c: cols[c][0] for c in want} == want, ref.label
-    assert len(E._ENDS) == 3
+    assert len(endings._ENDS) == 3
     unrelated = [cols["check_unrelated_unchanged"][0] for cols in parts]
     assert unrelated[:2] == ["pass", "pass"] and unrelated[2] != "pass"
     fb.clear_caches()
@@ -89,9 +89,9 @@ def test_the_user_policy_s_replay_and_other_order_effect_are_in_its_ending():
 
 def test_the_memo_is_cleared_when_full(monkeypatch):
     fb.clear_caches()
-    monkeypatch.setattr(E, "_ENDS_SIZE", 2)
+    monkeypatch.setattr(endings, "_ENDS_SIZE", 2)
     E.run_chunk(TASKS[:3], [as_ref("finality_oracle")], [0], fb.FaultProfile.none(), fb.Costs())
-    assert len(E._ENDS) == 1 and next(iter(E._ENDS))[0] is TASKS[2]
+    assert len(endings._ENDS) == 1 and next(iter(endings._ENDS))[0] is TASKS[2]
     fb.clear_caches()
 
 
@@ -136,7 +136,7 @@ def test_episodes_that_differ_only_in_one_part_of_the_key_do_not_share_an_ending
     for ref, cols in zip(refs, parts):
         want = _expected(task, ref, 0, fb.FaultProfile.none())
         assert {c: cols[c][0] for c in want} == want, ref.label
-    assert len(E._ENDS) == 2
+    assert len(endings._ENDS) == 2
     fb.clear_caches()
 
 
@@ -151,3 +151,8 @@ def test_other_costs_do_not_share_an_ending():
             res = fb.run_episode(task, ref.make(), 0, fb.FaultProfile.none(), dear)
             assert (cols["position"][i], cols["dispute_fee"][i]) == (res.position, res.loss_breakdown["dispute_fee"])
     fb.clear_caches()
+
+
+def test_the_grade_comes_in_the_runner_s_column_order():
+    assert E.COLUMNS[-len(endings.GRADED):] == endings.GRADED
+    assert endings.GRADED[:2] == ("verdict", "capture_effects") and len(endings.GRADED) == 8
