@@ -111,16 +111,17 @@ _SEEN: dict = register(
 ablation arm) under which every read returns the same payload derives them."""
 
 
-def _seen(task, seed: int, profile: FaultProfile, captures: tuple, until: tuple) -> tuple[tuple, dict]:
+def _seen(task, seed: int, profile: FaultProfile, captures: tuple, until: tuple,
+          base=None) -> tuple[tuple, World | None]:
     """What reads up to `until` see of the world under `profile` once the agent has made `captures`
-    ((key, tick) each), and the firings of that world's deliveries."""
-    if not captures:  # the base alone: its lanes and counts are kept
-        base = base_world(task, seed, profile)
-        return base.seen_by(until), dict(base.counts)
+    ((key, tick) each), and that world (None when it is the profile's base, `base` if given)."""
+    if not captures:  # the base alone
+        base = base_world(task, seed, profile) if base is None else base
+        return base.seen_by(until), None
     world = World(task, seed, profile)
     for key, t in captures:
         world.add_capture(key, t)
-    return world.seen_by(until), world.fired()
+    return world.seen_by(until), world
 
 
 class _Kept:
@@ -155,8 +156,9 @@ def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple
         seen, lags = kept.signature(task, seed)
         if base.stale_lags(kept.reads) != lags:
             continue
-        now, fired = _seen(task, seed, profile, kept.captures, kept.until)
+        now, world = _seen(task, seed, profile, kept.captures, kept.until, base)
         if now == seen:
+            fired = dict(base.counts) if world is None else world.fired()
             fired["stale_read"] += len(lags)
             row = kept.row
             return (*row[:_FIRED], *(fired[f] for f in C.FAMILIES), *row[_FIRED + len(C.FAMILIES):])

@@ -1,0 +1,29 @@
+"""A task's hash reads four of its fields (it keys most memos, several times an episode); equality still reads
+them all, so two tasks that differ anywhere are two keys."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import finbench as fb
+
+TASK = fb.make_corpus(n_tasks=4).tasks[0]
+OTHER = {"str": "x-other", "float": 1234.5, "int": 977, "none": None}
+
+
+def test_equal_tasks_hash_alike():
+    copy = dataclasses.replace(TASK)
+    assert copy == TASK and copy is not TASK and hash(copy) == hash(TASK)
+    assert {TASK: 1}[copy] == 1
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(fb.Task)])
+def test_a_task_that_differs_in_any_field_is_another_key(field):
+    value = getattr(TASK, field)
+    new = OTHER["str"] if isinstance(value, str) else OTHER["float"] if isinstance(value, float) else \
+        OTHER["int"] if isinstance(value, int) else OTHER["int"]
+    other = dataclasses.replace(TASK, **{field: new})
+    assert other != TASK
+    memo = {TASK: "a", other: "b"}
+    assert len(memo) == 2 and memo[TASK] == "a" and memo[dataclasses.replace(other)] == "b"
