@@ -36,6 +36,15 @@ __all__ = ["COLUMNS", "CacheWarning", "episode_contract", "evaluate", "policy_la
 
 CACHE_DIR = K.CACHE_DIR
 CHUNK_TASKS = 24
+CHUNK_SEEDS = 5
+
+
+def chunk_tasks(n_seeds: int) -> int:
+    """Whole tasks a chunk holds: `CHUNK_TASKS` at `CHUNK_SEEDS` seeds or more, more with fewer seeds, so a
+    chunk plays a similar number of episodes (a run of one seed writes a fifth as many cache files, each of
+    which costs a file's creation whatever it holds). Rows never depend on it: memos are per task."""
+    return CHUNK_TASKS * max(1, CHUNK_SEEDS // n_seeds)
+
 
 COLUMNS = (
     "task_id", "archetype", "unit", "twin_side", "policy", "privileged", "seed", "position", "reference_position", "gap",
@@ -339,7 +348,8 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     keys = [None if cache_dir is None else r.cache_key() for r in refs]  # taken now, as the episodes are played
     if cache_dir is not None:
         note_uncached(refs, keys)
-    chunks = [tasks[i:i + CHUNK_TASKS] for i in range(0, len(tasks), CHUNK_TASKS)]
+    size = chunk_tasks(len(seeds))
+    chunks = [tasks[i:i + size] for i in range(0, len(tasks), size)]
     done: dict[tuple[int, int], dict] = {}
     todo: dict[int, list] = {}
     rejected = []

@@ -226,8 +226,9 @@ def _chunk_paths(cache_dir, corpus, policy, seeds):
     ref = resolve_policies([policy])[0]
     tasks = list(corpus.tasks)
     out = []
-    for i in range(0, len(tasks), runner.CHUNK_TASKS):
-        ids = [t.task_id for t in tasks[i:i + runner.CHUNK_TASKS]]
+    size = runner.chunk_tasks(len(list(seeds)))
+    for i in range(0, len(tasks), size):
+        ids = [t.task_id for t in tasks[i:i + size]]
         key = K.chunk_key(corpus.fingerprint, ids, ref.cache_id, list(seeds), fb.FaultProfile.default(),
                           fb.Costs(), fb.ProbeMode.full())
         out.append((K.chunk_path(cache_dir, ref.label, key), K.size_bound(ref.label, ids, seeds)))
@@ -272,7 +273,7 @@ ENTRY_KINDS = ["fifo", "symlink_to_dev_zero", "symlink_to_a_good_file", "danglin
 @pytest.mark.skipif(not hasattr(os, "mkfifo") or not hasattr(signal, "SIGALRM"), reason="POSIX only")
 @pytest.mark.parametrize("kind", ENTRY_KINDS)
 def test_an_entry_that_is_not_a_regular_file_is_skipped_and_recomputed(tmp_path, kind):
-    seeds = [0, 1]
+    seeds = [0, 1, 2]  # 24 tasks a chunk: the 40 tasks are two chunks
     fresh = evaluate(SMALL, ["sop"], seeds=seeds, cache=False)
     good_dir = tmp_path / "good"
     evaluate(SMALL, ["sop"], seeds=seeds, cache=good_dir)
