@@ -117,22 +117,25 @@ def test_the_walk_sees_a_known_import(module):
     assert {"finbench.sim.rng"} <= targets
 
 
-def test_the_fast_path_names_the_module_that_holds_the_nine_policies():
+def test_the_fast_path_names_the_modules_that_hold_the_trusted_policies():
     """`sim/play.py` may not import `agents` (a lower layer never imports a higher one), so it names the
-    module whose policies take the fast path as a string, `TRUSTED_MODULE`. The string and the nine
-    classes must not drift apart: were the policies moved (or the string mistyped), no built-in policy
-    would take the fast path any more, and nothing else would say so."""
+    modules whose policies take the fast path as strings, `TRUSTED_MODULES`. The strings and the classes
+    must not drift apart: were the policies moved (or a string mistyped), no built-in policy would take the
+    fast path any more, and nothing else would say so."""
     import importlib
 
+    from finbench.agents.exploits import CLASSES as EXPLOITS
     from finbench.agents.policies import POLICIES
-    from finbench.sim.play import TRUSTED_MODULE, trusted
+    from finbench.sim.play import TRUSTED_MODULES, trusted
 
-    assert len(POLICIES) == 9
-    assert {cls.__module__ for cls in POLICIES.values()} == {TRUSTED_MODULE}
-    assert importlib.import_module(TRUSTED_MODULE).POLICIES is POLICIES
-    assert MODULES[TRUSTED_MODULE].name == "policies.py" and _layer(TRUSTED_MODULE) == "agents"
-    not_fast = [name for name, cls in POLICIES.items() if not trusted(cls())]
-    assert not not_fast, f"built-in policies that would not take the fast path: {not_fast}"
+    assert len(POLICIES) == 9 and len(EXPLOITS) == 3
+    assert TRUSTED_MODULES == ("finbench.agents.policies", "finbench.agents.exploits")
+    for module, classes in zip(TRUSTED_MODULES, (POLICIES, EXPLOITS)):
+        assert {cls.__module__ for cls in classes.values()} == {module}
+        assert MODULES[module].name == module.rsplit(".", 1)[1] + ".py" and _layer(module) == "agents"
+        not_fast = [name for name, cls in classes.items() if not trusted(cls())]
+        assert not not_fast, f"built-in policies that would not take the fast path: {not_fast}"
+    assert importlib.import_module(TRUSTED_MODULES[0]).POLICIES is POLICIES
 
 
 def test_experiments_are_loaded_only_through_the_package_registry():

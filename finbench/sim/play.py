@@ -14,22 +14,24 @@ from finbench.errors import PolicyError, show
 from finbench.memo import memoised
 from finbench.sim.env import FinalityEnv
 
-TRUSTED_MODULE = "finbench.agents.policies"
-"""Where the policies that may take the fast path live (see `trusted`)."""
+TRUSTED_MODULES = ("finbench.agents.policies", "finbench.agents.exploits")
+"""Where the policies that may take the fast path live (see `trusted`): the nine and their kin, and the
+exploit search's routines, written alike (fresh argument dicts, observations only read)."""
 
 
 def trusted(policy) -> bool:
     """Whether `play` may drive `policy` through the fast path.
 
     Only the package's own policies qualify: their class itself (not a base
-    class) sets `trusted = True` and lives in `finbench.agents.policies`. They make
+    class) sets `trusted = True` and lives in one of `TRUSTED_MODULES`. They make
     well-formed calls and never mutate an observation. A user's policy, even a
     subclass of a built-in one, always goes through the public `step`.
     """
     cls = type(policy)
+    module = cls.__module__
     # the class must be the one that module defines, not one that only says it lives there
-    return (vars(cls).get("trusted") is True and cls.__module__ == TRUSTED_MODULE
-            and getattr(sys.modules.get(TRUSTED_MODULE), cls.__name__, None) is cls)
+    return (vars(cls).get("trusted") is True and module in TRUSTED_MODULES
+            and getattr(sys.modules.get(module), cls.__name__, None) is cls)
 
 
 def play(env: FinalityEnv, policy) -> FinalityEnv:

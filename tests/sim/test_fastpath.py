@@ -40,6 +40,15 @@ VARIANTS = [(name, {}) for name in fb.POLICIES] + [
     ("finality_gate", {"wait": 9}),
     ("majority_vote", {"wait": 20}),
     ("optimistic", {"poll_interval": 4}),
+    # the exploit search's routines (trusted too)
+    ("exploit", {}),
+    ("exploit", {"at": 300, "settle": "probe", "action": "refund", "act_at": 0}),
+    ("exploit", {"at": "none", "settle": "probe", "action": "escalate", "act_at": 500}),
+    ("exploit", {"at": 150, "settle": "none", "action": "ship", "act_at": 700}),
+    ("exploit_watch", {}),
+    ("exploit_watch", {"at": "none", "action": "escalate", "fallback": "refund", "poll": 7}),
+    ("exploit_gated", {}),
+    ("exploit_gated", {"hedge": 130, "fallback": "write_off"}),
 ]
 
 
@@ -70,6 +79,8 @@ def test_fast_path_gives_the_public_paths_episode(label):
 
 def test_only_the_built_in_classes_are_trusted():
     assert all(trusted(fb.get_policy(name)) for name in fb.POLICIES)
+    assert all(trusted(fb.get_policy(name)) for name in ("exploit", "exploit_watch", "exploit_gated"))
+    assert not trusted(fb.get_policy("plan")) and not trusted(fb.get_policy("reconciler"))
 
     class Mine(Policy):
         def act(self, obs):
@@ -88,7 +99,12 @@ def test_only_the_built_in_classes_are_trusted():
         def act(self, obs):
             return self.call("close")
 
-    for policy in (Mine(), MyRoutine(), MySOP(), Claims(), Public(fb.get_policy("sop"))):
+    from finbench.agents.exploits import Exploit
+
+    class MyExploit(Exploit):  # likewise
+        pass
+
+    for policy in (Mine(), MyRoutine(), MySOP(), Claims(), Public(fb.get_policy("sop")), MyExploit()):
         assert not trusted(policy), type(policy).__name__
 
 
