@@ -182,7 +182,8 @@ JOBS = 2
 FIRST, LAST = ("00_corpus", "01_headline"), ("99_claims", "explore")
 """First, side by side: the corpus (its files) and the headline, whose episodes (the nine policies
 on the corpus, every seed) most experiments load from the episode cache rather than simulate again.
-Last: the claims report (reads every table) and the explorer (reads the episode cache), in this order."""
+Last, side by side: the claims report (reads every table) and the explorer (reads the episode cache
+the experiments filled; it writes no table or figure)."""
 TIMES = ROOT / "build" / "pipeline_times.json"
 """Each notebook's wall seconds in the last run: the experiments start longest first."""
 
@@ -193,10 +194,10 @@ def stages(chosen: list[Path], times: dict[str, float] | None = None) -> list[li
     and the explorer."""
     times = times or {}
     first = [p for p in chosen if p.stem in FIRST]
-    last = [[p] for name in LAST for p in chosen if p.stem == name]
+    last = [p for name in LAST for p in chosen if p.stem == name]
     middle = sorted((p for p in chosen if p.stem not in FIRST + LAST),
                     key=lambda p: (-times.get(p.stem, float("inf")), p.stem))
-    return [s for s in (first, middle) if s] + last
+    return [s for s in (first, middle, last) if s]
 
 
 def _last_times() -> dict[str, float]:
