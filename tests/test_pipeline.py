@@ -187,3 +187,14 @@ def test_every_committed_table_names_the_function_that_made_it():
         if not callable(getattr(importlib.import_module(module), name, None)):
             wrong.append(f"{path.name}: {made[0]}")
     assert not missing and not wrong, (missing, wrong)
+
+
+def test_a_fresh_checkout_starts_the_longest_experiment_first():
+    """Without a last run's times, the expected ones order the experiments: every experiment notebook has one
+    (a new notebook must be given one), and the splits notebook, the longest, starts first."""
+    from finbench.pipeline import EXPECTED, FIRST, LAST, notebooks, stages
+
+    middle = {p.stem for p in notebooks()} - set(FIRST) - set(LAST)
+    assert set(EXPECTED) == middle and len(middle) == 10
+    order = [p.stem for p in stages(notebooks(), dict(EXPECTED))[1]]
+    assert order[0] == "10_splits" and order == sorted(middle, key=lambda n: (-EXPECTED[n], n))
