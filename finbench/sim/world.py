@@ -112,6 +112,7 @@ class Base:
         self.blobs: dict = {}
         self.stale = {} if self.stale_intensity is None else _stale_draws(task.stream, seed, self.stale_intensity)
         self._seen: dict = {}
+        self._lags: dict = {}
 
     def seen_by(self, until: tuple) -> tuple:
         """What reads up to `until` ((system, tick) pairs) can see of this base: each system's deliveries
@@ -131,13 +132,18 @@ class Base:
         each system (`C.SYSTEMS` order): () when none would, or stale reads are off."""
         if self.stale_intensity is None:
             return ()
+        reads = tuple(reads)  # (a tuple is not copied)
+        hit = self._lags.get(reads)  # asked once per earlier arm's episode: many share their read counts
+        if hit is not None:
+            return hit
         out = []
         for system, k in zip(C.SYSTEMS, reads):
             for n in range(k):
                 lag = self.stale_hit(system, n)[0]
                 if lag:
                     out.append((system, n, lag))
-        return tuple(out)
+        hit = self._lags[reads] = tuple(out)
+        return hit
 
 
 def _seen_by(lanes: dict, until: tuple, keys: dict) -> tuple:
