@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     start, totals = time.perf_counter(), dict.fromkeys(stats.KINDS, 0)
     print(f"{'notebook':<16}{'seconds':>9}{'simulated':>12}{'loaded':>10}{'re-priced':>11}", flush=True)
     times = _last_times()
-    for stage in stages(chosen, {**EXPECTED, **times}):
+    for stage in stages(chosen, _expected(times)):
         # notebooks of one stage read nothing another writes: two at a time (2 cores; kernel
         # start-up and imports overlap), each writing only its own files, so the outputs are
         # those of a one-at-a-time run
@@ -188,9 +188,10 @@ TIMES = ROOT / "build" / "pipeline_times.json"
 """Each notebook's wall seconds in the last run: the experiments start longest first."""
 EXPECTED = {"10_splits": 88, "11_exploits": 32, "05_tuning": 21, "04_ablation": 19, "09_probe_arms": 13,
             "07_plan_search": 9, "06_cost_sweep": 5, "02_twins": 5, "08_effects": 2, "03_model_arm": 2}
-"""The experiments' wall seconds in a cold run (measured at c13a342 on 2 cores), for a checkout that has no
-`TIMES` yet (a fresh clone): its first run starts the longest first too, the splits notebook before all (in
-name order it started fifth and the run took 131 s). `TIMES`, where present, wins."""
+"""The experiments' wall seconds in a cold run (measured at c13a342 on 2 cores). A run orders the experiments
+by the longer of these and the last run's `TIMES` (`_expected`): a fresh clone's first run starts the splits
+notebook first (in name order it started fifth and the run took 131 s), and a cold run after a warm one is not
+ordered by the warm run's few seconds each."""
 
 
 def stages(chosen: list[Path], times: dict[str, float] | None = None) -> list[list[Path]]:
@@ -203,6 +204,12 @@ def stages(chosen: list[Path], times: dict[str, float] | None = None) -> list[li
     middle = sorted((p for p in chosen if p.stem not in FIRST + LAST),
                     key=lambda p: (-times.get(p.stem, float("inf")), p.stem))
     return [s for s in (first, middle, last) if s]
+
+
+def _expected(last: dict[str, float]) -> dict[str, float]:
+    """Each notebook's seconds to order a run by: the longer of `EXPECTED` (a cold run's) and the last run's
+    (a warm run's are a few seconds each, and would misorder the cold run after it)."""
+    return {**last, **{name: max(s, last.get(name, 0.0)) for name, s in EXPECTED.items()}}
 
 
 def _last_times() -> dict[str, float]:

@@ -198,3 +198,13 @@ def test_a_fresh_checkout_starts_the_longest_experiment_first():
     assert set(EXPECTED) == middle and len(middle) == 10
     order = [p.stem for p in stages(notebooks(), dict(EXPECTED))[1]]
     assert order[0] == "10_splits" and order == sorted(middle, key=lambda n: (-EXPECTED[n], n))
+
+
+def test_a_warm_run_s_times_do_not_reorder_the_next_cold_run():
+    from finbench.pipeline import EXPECTED, _expected
+
+    warm = {name: 3.0 for name in EXPECTED} | {"10_splits": 95.0, "12_new": 7.0}
+    order = _expected(warm)
+    assert order["10_splits"] == 95.0 and order["12_new"] == 7.0  # longer than expected, or not expected: as run
+    assert all(order[n] == EXPECTED[n] for n in EXPECTED if n != "10_splits" and EXPECTED[n] > 3.0)
+    assert _expected({}) == {n: float(s) for n, s in EXPECTED.items()}
