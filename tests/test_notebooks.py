@@ -166,12 +166,15 @@ def test_notebooks_share_one_session_cache(executed):
     executed("01_headline"), executed("08_effects")
     files = list(executed.cache.rglob("*.json"))
     assert set(fb.POLICIES) <= {f.parent.name for f in files}
-    # the default-profile run of 01 and 08 is one set of files: 30 tasks = 2 chunks per policy
+    # the default-profile run of 01 and 08 is one set of files: 30 tasks at 2 seeds = 1 chunk per policy
     from finbench.running import cache as K
+    from finbench.running.evaluation import chunk_tasks
     from finbench.running.run import Run
 
     run = Run.make(n_tasks=30, seeds=range(2))
-    chunks = [[t.task_id for t in run.corpus.tasks[i:i + 24]] for i in (0, 24)]
+    size = chunk_tasks(len(run.seeds))
+    chunks = [[t.task_id for t in run.corpus.tasks[i:i + size]] for i in range(0, 30, size)]
+    assert len(chunks) == 1
     for ref in run.policies:
         for ids in chunks:
             key = K.chunk_key(run.corpus.fingerprint, ids, ref.cache_id, run.seeds, run.profile, run.costs)

@@ -39,11 +39,14 @@ CHUNK_TASKS = 24
 CHUNK_SEEDS = 5
 
 
-def chunk_tasks(n_seeds: int) -> int:
-    """Whole tasks a chunk holds: `CHUNK_TASKS` at `CHUNK_SEEDS` seeds or more, more with fewer seeds, so a
-    chunk plays a similar number of episodes (a run of one seed writes a fifth as many cache files, each of
-    which costs a file's creation whatever it holds). Rows never depend on it: memos are per task."""
-    return CHUNK_TASKS * max(1, CHUNK_SEEDS // n_seeds)
+def chunk_tasks(n_seeds: int, package: bool = True) -> int:
+    """Whole tasks a chunk holds. For the package's own policies (`package`: an episode takes microseconds,
+    so a chunk's fixed costs, a cache file and a worker's round trip, dominate), `CHUNK_TASKS` at
+    `CHUNK_SEEDS` seeds or more and more with fewer seeds, so a chunk plays a similar number of episodes
+    (a run of one seed writes a fifth as many cache files). With a user's policy (a model may take seconds
+    an episode), `CHUNK_TASKS`: the work spreads over the workers and an interrupted run loses little.
+    Rows never depend on it: every memo is per task."""
+    return CHUNK_TASKS * max(1, CHUNK_SEEDS // n_seeds) if package else CHUNK_TASKS
 
 
 COLUMNS = (
@@ -348,7 +351,7 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     keys = [None if cache_dir is None else r.cache_key() for r in refs]  # taken now, as the episodes are played
     if cache_dir is not None:
         note_uncached(refs, keys)
-    size = chunk_tasks(len(seeds))
+    size = chunk_tasks(len(seeds), all(r.builtin for r in refs))
     chunks = [tasks[i:i + size] for i in range(0, len(tasks), size)]
     done: dict[tuple[int, int], dict] = {}
     todo: dict[int, list] = {}

@@ -13,7 +13,28 @@ CORPUS = fb.make_corpus(n_tasks=53)
 
 @pytest.mark.parametrize("n_seeds, tasks", [(1, 120), (2, 48), (3, 24), (4, 24), (5, 24), (6, 24), (20, 24)])
 def test_a_chunk_holds_more_tasks_with_fewer_seeds(n_seeds, tasks):
-    assert E.chunk_tasks(n_seeds) == tasks
+    assert E.chunk_tasks(n_seeds) == E.chunk_tasks(n_seeds, True) == tasks
+    assert E.chunk_tasks(n_seeds, False) == 24  # a user's policy: small chunks, whatever the seeds
+
+
+class Closer:
+    """A user's policy (closes at once)."""
+    name = "closer"
+    cache_id = "v1"
+
+    def begin(self, brief):
+        self.o = brief["order_id"]
+
+    def act(self, obs):
+        return "close", {"order_id": self.o}
+
+
+def test_a_run_with_a_user_policy_keeps_small_chunks(tmp_path):
+    """A user's policy may take seconds an episode: 53 tasks at one seed are three chunks for every policy of
+    the run, not one, so two workers share them and an interrupted run loses little."""
+    E.evaluate(CORPUS, ["sop", Closer], seeds=[0], cache=tmp_path)
+    files = [p for p in tmp_path.rglob("*.json") if p.is_file()]
+    assert len(files) == 2 * 3
 
 
 @pytest.mark.parametrize("seeds", [[0], [1, 4], [0, 1, 2, 3, 4]])
