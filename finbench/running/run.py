@@ -186,10 +186,13 @@ def _episodes(run: Run):
     for i, ref in enumerate(run.policies):
         key = keys[i]
         hit = None if key is None else _MEMO.get(key)
+        if hit is None and key is not None:
+            hit = _fewer_seeds(key)
         if hit is None:
             missing.append(i)
             continue
-        _MEMO.move_to_end(key)
+        if key in _MEMO:
+            _MEMO.move_to_end(key)
         frame, costs = hit
         loaded[ref.label] = len(frame)
         hits.setdefault(costs, []).append((i, key, frame))
@@ -222,6 +225,28 @@ def _episodes(run: Run):
     out = pd.concat([parts[i] for i in range(len(run.policies))], ignore_index=True)
     out.attrs["loaded"] = loaded
     return out
+
+
+def _fewer_seeds(key: tuple) -> tuple | None:
+    """A memoised frame of the same episodes under more seeds, cut to `key`'s (its rows of those seeds, in
+    its order), kept under `key`: a row does not depend on which other seeds were asked (each seed's episode
+    is played, or derived exactly as playing it would give). The splits' ablation and cost sweep on one seed
+    take the headline's first seed so. The seeds must come in the memo's order (a subsequence of them)."""
+    fp, seeds, *rest = key
+    for (fp2, seeds2, *rest2), (frame, costs) in reversed(_MEMO.items()):
+        if fp2 != fp or rest2 != rest or len(seeds2) <= len(seeds):
+            continue
+        where = {s: n for n, s in enumerate(seeds2)}
+        at = [where.get(s) for s in seeds]
+        if None not in at and at == sorted(at):
+            break
+    else:
+        return None
+    cut = frame[frame["seed"].isin(seeds)].reset_index(drop=True)
+    _MEMO[key] = (cut, costs)
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return cut, costs
 
 
 _REPRICERS_SIZE = 8
