@@ -182,6 +182,21 @@ def _stale_draws(stream: str, seed: int, intensity: float) -> dict:
     return {}
 
 
+@memoised("sim.world.capture_deliveries", keys="(task, seed, fault profile, the capture's number, key and tick, "
+          "the deliveries before it): frozen values", bound=16384)
+def _capture_deliveries(task: Task, seed: int, profile: FaultProfile, n: int, key: str, t: int,
+                        seq_start: int) -> tuple[tuple, tuple, tuple]:
+    """The delivery specs, deliveries and firings of the agent's n-th capture (key, tick) in a world of
+    (task, seed, profile) holding `seq_start` deliveries before it: the same in every episode that makes
+    it (the exploit search's plans make the same capture at the same tick, episode after episode).
+    Read-only downstream: a batch's deliveries are changed (reordered) only while `deliver` makes them."""
+    cap = agent_capture(task, n, key, t)
+    specs = event_specs(task, capture_events(cap), cap.id)
+    firings: list = []
+    new = deliver(specs, task.stream, seed, profile, firings, seq_start=seq_start, memo=_draws(task.stream, seed))
+    return tuple(specs), tuple(new), tuple(firings)
+
+
 @memoised("sim.world.log_specs", keys="the task (a frozen value)", bound=1024)
 def _log_specs(task: Task) -> tuple[Spec, ...]:
     """The canonical log's delivery specs: the same under every seed (read-only downstream)."""
@@ -238,21 +253,20 @@ class World:
     def firings(self) -> list:
         return self._base.firings + self.extra_firings
 
-    def _add(self, specs: list[Spec]) -> None:
-        self.extra_specs += specs
-        new = deliver(specs, self.task.stream, self.seed, self.profile, self.extra_firings,
-                      seq_start=len(self._base.deliveries) + len(self.extra), memo=self._base.draws)
-        self.extra += new
-        # rebuilt on the next read only: the disposition's delivery ends the episode unread
-        self._lanes = None
-        self._folds, self._blobs = {}, {}
-
     # --- agent effects on the canonical log ----------------------------------
     def add_capture(self, key: str, t: int) -> Capture:
         """A new capture submitted at t under a fresh key; resolved by the task's retry draw."""
-        cap = agent_capture(self.task, len(self.captures) + 1, key, t)
+        n = len(self.captures) + 1
+        cap = agent_capture(self.task, n, key, t)
         self.captures.append(cap)
-        self._add(event_specs(self.task, capture_events(cap), cap.id))
+        specs, new, fired = _capture_deliveries(self.task, self.seed, self.profile, n, key, t,
+                                                len(self._base.deliveries) + len(self.extra))
+        self.extra_specs += specs
+        self.extra += new
+        self.extra_firings += fired
+        # rebuilt on the next read only: the disposition's delivery ends the episode unread
+        self._lanes = None
+        self._folds, self._blobs = {}, {}
         return cap
 
     def record_disposition(self, kind: str, t: int) -> None:

@@ -1,0 +1,67 @@
+"""An agent's capture's deliveries are memoised (`finbench.sim.world._capture_deliveries`): every world that makes
+the same capture gets the deliveries and firings the fault pipeline gives it, drawn afresh."""
+from __future__ import annotations
+
+import pytest
+
+import finbench as fb
+from finbench.sim import world as W
+from finbench.sim.faults import deliver
+
+TASKS = fb.make_corpus(n_tasks=12).tasks
+PROFILES = [fb.FaultProfile.default(), fb.FaultProfile.only("reorder", "duplicate", intensity=0.9),
+            fb.FaultProfile.none()]
+
+
+def _fields(ds) -> list[tuple]:
+    return [(d.id, d.system, d.group, d.arrival, d.earliest, d.seq, d.partial, d.event) for d in ds]
+
+
+def _afresh(task, seed, profile, captures) -> tuple[list, list, list]:
+    """The delivery specs' ids, deliveries and firings of the agent's captures, through the fault pipeline
+    directly (no memo)."""
+    base = W.Base(task, seed, profile)
+    out, firings, ids, n_before = [], [], [], len(base.deliveries)
+    for n, (key, t) in enumerate(captures, start=2):
+        cap = W.agent_capture(task, n, key, t)
+        specs = W.event_specs(task, W.capture_events(cap), cap.id)
+        ids += [s.id for s in specs]
+        out += deliver(specs, task.stream, seed, profile, firings, seq_start=n_before + len(out))
+    return ids, out, firings
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_every_world_gets_the_pipeline_s_deliveries(profile):
+    fb.clear_caches()
+    plans = [[("key-2", 130)], [("key-2", 130), ("key-3", 300)], [("k-x", 599)], [("key-2", 130)]]
+    checked = 0
+    for task in TASKS:
+        for seed in (0, 4):
+            for captures in plans:  # the first and the last plan: the second world reads the memo
+                w = W.World(task, seed, profile)
+                for key, t in captures:
+                    w.add_capture(key, t)
+                ids, want, fired = _afresh(task, seed, profile, captures)
+                assert want and _fields(w.extra) == _fields(want)
+                assert w.extra_firings == fired
+                assert [s.id for s in w.extra_specs] == ids
+                checked += 1
+    assert checked == len(TASKS) * 2 * len(plans)
+    info = W._capture_deliveries.cache_info()
+    assert info.hits > 0 and info.currsize > 0
+    fb.clear_caches()
+
+
+def test_a_read_does_not_change_the_shared_deliveries():
+    fb.clear_caches()
+    task, profile = TASKS[3], fb.FaultProfile.default()
+    first = W.World(task, 1, profile)
+    first.add_capture("key-2", 200)
+    before = _fields(first.extra)
+    for t in range(120, 1800, 97):
+        for system in ("processor", "ledger", "erp", "bank"):
+            first.read(system, t)
+    second = W.World(task, 1, profile)
+    second.add_capture("key-2", 200)
+    assert _fields(second.extra) == before and _fields(first.extra) == before
+    fb.clear_caches()
