@@ -7,6 +7,7 @@ import pytest
 
 import finbench as fb
 from finbench.running import evaluation as E
+from tests.user_policies import Closer
 
 CORPUS = fb.make_corpus(n_tasks=53)
 
@@ -15,18 +16,6 @@ CORPUS = fb.make_corpus(n_tasks=53)
 def test_a_chunk_holds_more_tasks_with_fewer_seeds(n_seeds, tasks):
     assert E.chunk_tasks(n_seeds) == E.chunk_tasks(n_seeds, True) == tasks
     assert E.chunk_tasks(n_seeds, False) == 24  # a user's policy: small chunks, whatever the seeds
-
-
-class Closer:
-    """A user's policy (closes at once)."""
-    name = "closer"
-    cache_id = "v1"
-
-    def begin(self, brief):
-        self.o = brief["order_id"]
-
-    def act(self, obs):
-        return "close", {"order_id": self.o}
 
 
 def test_a_run_with_a_user_policy_keeps_small_chunks(tmp_path):

@@ -144,15 +144,7 @@ def test_the_memo_of_fault_blind_episodes_is_cleared_when_full(monkeypatch):
 
 
 def test_a_user_policy_is_never_kept_even_in_a_sharing_run():
-    class Closer:
-        name = "closer"
-        cache_id = "v1"
-
-        def begin(self, brief):
-            self.o = brief["order_id"]
-
-        def act(self, obs):
-            return "close", {"order_id": self.o}
+    from tests.user_policies import Closer
 
     fb.clear_caches()
     parts = E.run_chunk(TASKS[:2], [as_ref(Closer)], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
