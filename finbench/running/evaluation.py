@@ -117,8 +117,8 @@ ablation arm) or another seed derives them instead of playing them again."""
 _SEEN_SIZE = 65_536
 _SEEN: dict = register(
     "running.evaluation.same_reads",
-    {}, keys="(task, the package policy's cache key and label, costs, probe mode, seed): the rows played under "
-             "other fault profiles, each with what its reads saw", bound=_SEEN_SIZE)
+    {}, keys="(task, the package policy's cache key and label, costs, seed): the rows played under other fault "
+             "profiles or probe modes, each with what its reads saw and whether it probed", bound=_SEEN_SIZE)
 """Episodes of the package's own policies with what their reads saw, so that another fault profile (an
 ablation arm) under which every read returns the same payload derives them."""
 
@@ -139,12 +139,14 @@ def _seen(task, seed: int, profile: FaultProfile, captures: tuple, until: tuple,
 class _Kept:
     """An ended episode kept for `_same_reads`: what decides what its reads saw, and its row. What they saw
     (`seen`, `lags`) is worked out the first time another profile asks (`signature`): a run of one
-    profile (most runs) never pays for it."""
+    profile never pays for it. `probe`: the probe mode's key it was played under, and whether it probed."""
 
-    __slots__ = ("captures", "until", "reads", "row", "profile", "_signature")
+    __slots__ = ("captures", "until", "reads", "row", "profile", "probe", "probed", "_signature")
 
-    def __init__(self, captures: tuple, until: tuple, reads: tuple, row: tuple, profile: FaultProfile):
+    def __init__(self, captures: tuple, until: tuple, reads: tuple, row: tuple, profile: FaultProfile,
+                 probe=None, probed: bool = False):
         self.captures, self.until, self.reads, self.row, self.profile = captures, until, reads, row, profile
+        self.probe, self.probed = probe, probed
         self._signature = None
 
     def signature(self, task, seed: int) -> tuple[tuple, tuple]:
@@ -155,16 +157,20 @@ class _Kept:
         return self._signature
 
 
-def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple | None:
+def _same_reads(variants: list, task, seed: int, profile: FaultProfile, probe=None) -> tuple | None:
     """The row of an earlier episode that is this one under `profile`, or None.
 
     An episode sees the world only through its reads. If under `profile` each read is as stale (or fresh)
     as it was, and each system holds the same deliveries up to the latest tick it was read as of (its
     base's and those of the captures the agent made, which arrive no earlier than their submission, so
     no read before a capture sees them), every read returns the same payload, and the agent makes the
-    same calls to the same end. Only the faults fired elsewhere differ: the row takes this world's."""
+    same calls to the same end. Only the faults fired elsewhere differ: the row takes this world's.
+    The probe mode (`probe`, its key) answers only the probe: an episode that never probed is the same
+    under every mode (the brief does not name it), one that probed only under its own."""
     base = base_world(task, seed, profile)
     for kept in variants:
+        if kept.probed and kept.probe != probe:
+            continue
         seen, lags = kept.signature(task, seed)
         if base.stale_lags(kept.reads) != lags:
             continue
@@ -177,15 +183,15 @@ def _same_reads(variants: list, task, seed: int, profile: FaultProfile) -> tuple
     return None
 
 
-def _keep_reads(key: tuple, env: FinalityEnv, row: tuple) -> None:
-    """Keep an ended episode for `_same_reads`."""
+def _keep_reads(key: tuple, env: FinalityEnv, row: tuple, probe=None) -> None:
+    """Keep an ended episode (played under the probe mode whose key is `probe`) for `_same_reads`."""
     world = env.world
     until = tuple((s, t) for s, t in world.seen_until.items() if t >= 0)
     reads = tuple(world.reads[s] for s in C.SYSTEMS)
     captures = tuple((c.key, c.submitted_at) for c in world.captures[1:])
     if len(_SEEN) >= _SEEN_SIZE:
         _SEEN.clear()
-    _SEEN.setdefault(key, []).append(_Kept(captures, until, reads, row, env.profile))
+    _SEEN.setdefault(key, []).append(_Kept(captures, until, reads, row, env.profile, probe, env.probe_calls > 0))
 
 
 def _calls(actions, order_id: str) -> str:
@@ -231,8 +237,9 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
                     if blind is not None:
                         mine.append(_derived(blind, task, seed, profile))
                         continue
-                    variants = None if key is None else _SEEN.get((key, seed))
-                    row = None if variants is None else _same_reads(variants, task, seed, profile)
+                    # by what decides a run's episodes but the probe mode, which `_same_reads` checks
+                    variants = None if key is None else _SEEN.get((key[:4], seed))
+                    row = None if variants is None else _same_reads(variants, task, seed, profile, probe_key)
                     if row is not None:
                         mine.append(row)
                         continue
@@ -249,7 +256,7 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
                                 _BLIND.clear()
                             _BLIND[key] = blind
                     elif key is not None:
-                        _keep_reads((key, seed), env, row)
+                        _keep_reads((key[:4], seed), env, row, probe_key)
     return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
 
 

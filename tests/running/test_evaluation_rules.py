@@ -159,7 +159,7 @@ def test_only_a_sharing_run_keeps_episodes_by_their_reads():
     E.run_chunk(TASKS[:3], [sop], [0, 1], fb.FaultProfile.default(), fb.Costs())
     assert not E._SEEN
     E.run_chunk(TASKS[:3], [sop], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
-    keys = {(t, sop.cache_key(), sop.label, fb.Costs().key(), None) for t in TASKS[:3]}
+    keys = {(t, sop.cache_key(), sop.label, fb.Costs().key()) for t in TASKS[:3]}  # no probe mode: checked apart
     kept = {k for k, _ in E._SEEN}
     assert kept and kept <= keys and {s for _, s in E._SEEN} <= {0, 1}
     for (key, seed), variants in E._SEEN.items():
@@ -168,7 +168,7 @@ def test_only_a_sharing_run_keeps_episodes_by_their_reads():
         assert kept.captures == ()  # sop never retries
         assert kept.row == _played(key[0], "sop", seed, fb.FaultProfile.default())
         assert sum(kept.reads) > 0 and all(t >= 0 for _, t in kept.until)
-        assert kept.profile == fb.FaultProfile.default()
+        assert kept.profile == fb.FaultProfile.default() and kept.probe is None and not kept.probed
     fb.clear_caches()
 
 
