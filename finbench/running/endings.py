@@ -25,13 +25,11 @@ it: many episodes of a task end alike, whatever they read on the way."""
 def ended(env: FinalityEnv) -> tuple:
     """(position, reference, gap, exact, premature), the outcome's money (cash, cogs, liability, dispute fee,
     escalation, unrelated), and the grade (`GRADED`), of an ended episode."""
-    try:
-        key = (env.task, env.costs, env.disposition, env.disposition_t, env.first_irreversible_t,
-               tuple(env.other_effects), tuple(env.replays),
-               tuple([(c.key, c.submitted_at) for c in env.world.captures[1:]]))
-        hit = _ENDS.get(key)
-    except TypeError:  # an unhashable key a user's policy gave: computed, not kept
-        key = hit = None
+    # every part is hashable: a capture's key is a string (`validate`), and keyed the capture's deliveries first
+    key = (env.task, env.costs, env.disposition, env.disposition_t, env.first_irreversible_t,
+           tuple(env.other_effects), tuple(env.replays),
+           tuple([(c.key, c.submitted_at) for c in env.world.captures[1:]]))
+    hit = _ENDS.get(key)
     if hit is not None:
         return hit
     out = env.outcome()
@@ -40,8 +38,7 @@ def ended(env: FinalityEnv) -> tuple:
     hit = ((out.position, refpos, *env.scores(out, refpos)),
            (out.cash, out.cogs, out.liability, out.dispute_fee, out.escalation, out.unrelated),
            tuple([graded[c] for c in GRADED]))
-    if key is not None:
-        if len(_ENDS) >= _ENDS_SIZE:
-            _ENDS.clear()
-        _ENDS[key] = hit
+    if len(_ENDS) >= _ENDS_SIZE:
+        _ENDS.clear()
+    _ENDS[key] = hit
     return hit

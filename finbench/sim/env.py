@@ -230,6 +230,9 @@ class FinalityEnv:
         if self.done:
             return {"t": self.now, "tool": tool, "error": "the case is closed", "done": True}
         err = validate(tool, args)
+        if err is None and tool == "retry_capture" and args["idempotency_key"].__class__ is not str:
+            # a str subclass is a plain string here: what it hashes to or equals cannot reach the world's memos
+            args["idempotency_key"] = str.__str__(args["idempotency_key"])
         order = args.get("order_id")
         task = self.task
         if err is None and order not in (task.order_id, task.other_order_id):

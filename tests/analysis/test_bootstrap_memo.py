@@ -86,3 +86,12 @@ def test_the_counts_memo_is_cleared_when_full(monkeypatch):
     for k in range(3):
         M._drawn_counts(np.array([k, 1, 1]), idx)
     assert len(M._COUNTS) == 1
+
+
+def test_the_kept_counts_are_read_only_and_handed_out_again():
+    """A caller that wrote into the counts would change every later interval that shares them."""
+    M._COUNTS.clear()
+    idx, den = M._draws(4, 100, 7), np.array([1, 2, 0, 3])
+    first = M._drawn_counts(den, idx)
+    assert not first.flags.writeable
+    assert M._drawn_counts(den, idx) is first

@@ -156,3 +156,16 @@ def test_other_costs_do_not_share_an_ending():
 def test_the_grade_comes_in_the_runner_s_column_order():
     assert E.COLUMNS[-len(endings.GRADED):] == endings.GRADED
     assert endings.GRADED[:2] == ("verdict", "capture_effects") and len(endings.GRADED) == 8
+
+
+def test_a_chunk_played_again_settles_nothing_again(monkeypatch):
+    """The second time a chunk is played, every ending is the memo's: no outcome is settled afresh."""
+    fb.clear_caches()
+    refs = [as_ref(n) for n in ("sop", "react", "eager")]
+    first = E.run_chunk(TASKS[:10], refs, [0], fb.FaultProfile.default(), fb.Costs())
+    settled = []
+    real = E.FinalityEnv.outcome
+    monkeypatch.setattr(E.FinalityEnv, "outcome", lambda self: settled.append(1) or real(self))
+    again = E.run_chunk(TASKS[:10], refs, [0], fb.FaultProfile.default(), fb.Costs())
+    assert again == first and settled == []
+    fb.clear_caches()

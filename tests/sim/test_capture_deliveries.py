@@ -7,6 +7,7 @@ import pytest
 import finbench as fb
 from finbench.sim import world as W
 from finbench.sim.faults import deliver
+from finbench.sim.play import play
 
 TASKS = fb.make_corpus(n_tasks=12).tasks
 PROFILES = [fb.FaultProfile.default(), fb.FaultProfile.only("reorder", "duplicate", intensity=0.9),
@@ -64,4 +65,44 @@ def test_a_read_does_not_change_the_shared_deliveries():
     second = W.World(task, 1, profile)
     second.add_capture("key-2", 200)
     assert _fields(second.extra) == before and _fields(first.extra) == before
+    fb.clear_caches()
+
+
+class _Unhashable(str):
+    __hash__ = None
+
+
+class _AlwaysEqual(str):
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return 1
+
+
+@pytest.mark.parametrize("kind", [_Unhashable, _AlwaysEqual, str])
+def test_a_key_of_a_str_subclass_plays_as_the_plain_string(kind):
+    """A user's key may be a str subclass that cannot be hashed, or equals anything: the environment takes it as
+    the plain string it spells, so no memo keyed by it can fail or answer for another key."""
+    task = TASKS[5]
+
+    class Retrier:
+        name = "retrier"
+
+        def begin(self, brief):
+            self.o, self.n = brief["order_id"], 0
+
+        def act(self, obs):
+            self.n += 1
+            if self.n in (1, 2):  # the second retry replays the first's key
+                return "retry_capture", {"order_id": self.o, "idempotency_key": kind(f"mine-{self.n // 3}")}
+            if self.n == 3:
+                return "retry_capture", {"order_id": self.o, "idempotency_key": kind("other")}
+            return "ship", {"order_id": self.o}
+
+    fb.clear_caches()
+    env = play(fb.FinalityEnv(task, 2), Retrier())
+    assert [c.key for c in env.world.captures[1:]] == ["mine-0", "other"]
+    assert all(c.key.__class__ is str for c in env.world.captures)
+    assert [r[1] for r in env.replays] == ["mine-0"] and env.replays[0][1].__class__ is str
     fb.clear_caches()

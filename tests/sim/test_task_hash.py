@@ -27,3 +27,9 @@ def test_a_task_that_differs_in_any_field_is_another_key(field):
     assert other != TASK
     memo = {TASK: "a", other: "b"}
     assert len(memo) == 2 and memo[TASK] == "a" and memo[dataclasses.replace(other)] == "b"
+
+
+def test_the_tasks_of_a_corpus_hash_apart():
+    """The hash is a memo's speed: a corpus's tasks (twins included) fall in as many buckets as there are tasks."""
+    tasks = fb.make_corpus(n_tasks=60).tasks
+    assert len({hash(t) for t in tasks}) == len(tasks) == 60
