@@ -186,7 +186,7 @@ def _episodes(run: Run):
     for i, ref in enumerate(run.policies):
         key = keys[i]
         hit = None if key is None else _MEMO.get(key)
-        if hit is None and key is not None:
+        if hit is None and key is not None and ref.builtin:  # a user's rows only for the very run that played them
             hit = _fewer_seeds(key)
         if hit is None:
             missing.append(i)

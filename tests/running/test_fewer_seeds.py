@@ -79,3 +79,19 @@ def test_the_cut_is_kept_under_the_memo_s_bound(tmp_path, monkeypatch):
     fb.Run(CORPUS, seeds=[1], policies=["sop"], cache=tmp_path).evaluate()
     assert len(R._MEMO) == 1 and next(iter(R._MEMO))[1] == (1,)
     clear_caches()
+
+
+def test_a_user_policy_s_rows_are_never_cut_from_another_run(tmp_path, monkeypatch):
+    """A user's policy is reused only for the very run it played (its declared `cache_id`): a run of fewer seeds
+    plays it (or reads its own cache files), never the other run's rows."""
+    from tests.user_policies import Closer
+
+    clear_caches()
+    fb.Run(CORPUS, seeds=range(3), policies=["sop", Closer], cache=tmp_path).evaluate()
+    asked = []
+    real = R.evaluate
+    monkeypatch.setattr(R, "evaluate", lambda corpus, refs, *a, **k: asked.append([r.label for r in refs])
+                        or real(corpus, refs, *a, **k))
+    fb.Run(CORPUS, seeds=[0], policies=["sop", Closer], cache=tmp_path).evaluate()
+    assert asked == [["closer"]]
+    clear_caches()
