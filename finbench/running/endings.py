@@ -14,7 +14,7 @@ GRADED = ("verdict", "capture_effects", *(f"check_{c}" for c in CHECKS))
 
 _ENDS_SIZE = 1 << 15
 _ENDS: dict = register(
-    "running.evaluation.endings",
+    "running.endings",
     {}, keys="(task, costs, disposition and its tick, the first irreversible tick, the effects on the other order, "
              "the replayed keys, each agent capture's key and tick): what an ended episode's row says of its end",
     bound=_ENDS_SIZE)
@@ -25,7 +25,7 @@ it: many episodes of a task end alike, whatever they read on the way."""
 def ended(env: FinalityEnv) -> tuple:
     """(position, reference, gap, exact, premature), the outcome's money (cash, cogs, liability, dispute fee,
     escalation, unrelated), and the grade (`GRADED`), of an ended episode."""
-    # every part is hashable: a capture's key is a string (`validate`), and keyed the capture's deliveries first
+    # every part is hashable: `step` takes a capture's key as a plain string, tool names are checked names
     key = (env.task, env.costs, env.disposition, env.disposition_t, env.first_irreversible_t,
            tuple(env.other_effects), tuple(env.replays),
            tuple([(c.key, c.submitted_at) for c in env.world.captures[1:]]))

@@ -20,7 +20,7 @@ from finbench.sim import constants as C
 from finbench.sim.economics import Costs
 from finbench.errors import bad, check_int, warn_caller
 from finbench.memo import register
-from finbench.sim.env import FinalityEnv, reference_position
+from finbench.sim.env import FinalityEnv
 from finbench.sim.play import batch_mode, play, trusted
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
