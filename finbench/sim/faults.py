@@ -9,6 +9,7 @@ delivery id), see `finbench.sim.rng`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from finbench.sim import constants as C
 from finbench.errors import FinbenchError, bad, check_real, show
@@ -33,11 +34,13 @@ class FaultProfile:
     @classmethod
     def default(cls, intensity: float = C.DEFAULT_INTENSITY) -> FaultProfile:
         """All six families at `intensity` (SPEC's default: 0.30)."""
+        if cls is FaultProfile and intensity.__class__ is float and intensity == C.DEFAULT_INTENSITY:
+            return _DEFAULT  # made once: a profile is immutable, and every episode without one asks for it
         return cls(intensity, frozenset(C.FAMILIES))
 
     @classmethod
     def none(cls) -> FaultProfile:
-        return cls(C.DEFAULT_INTENSITY, frozenset())
+        return _NONE if cls is FaultProfile else cls(C.DEFAULT_INTENSITY, frozenset())
 
     @classmethod
     def only(cls, *families: str, intensity: float = C.DEFAULT_INTENSITY) -> FaultProfile:
@@ -81,6 +84,10 @@ def _check(families) -> list[str]:
     return names
 
 
+_DEFAULT = FaultProfile(C.DEFAULT_INTENSITY, frozenset(C.FAMILIES))
+_NONE = FaultProfile(C.DEFAULT_INTENSITY, frozenset())
+
+
 class Delivery:
     """One arrival at one system. `seq` breaks ties in (arrival, seq) order."""
 
@@ -116,6 +123,10 @@ class Spec:
     faultable: bool = True
 
 
+arrival_seq = attrgetter("arrival", "seq")
+"""A delivery's place in its lane: (arrival, seq)."""
+
+
 def posted_at(system: str, arrival: int) -> int:
     """When a delivery arriving at `arrival` shows in `system`: the bank posts in batches,
     at the next `BANK_BATCH` boundary strictly after it (SPEC §2); the others at once.
@@ -147,39 +158,49 @@ def deliver(specs: list[Spec], stream: str, seed: int, profile: FaultProfile,
     p = profile.intensity
     on = profile.families
     draw = Keyed(stream, seed, memo=memo)  # = uniform(stream, seed, family, delivery id)
+    # each family's key text up to the delivery id (after the prefix): a fault world asks thousands of draws
+    at = draw.at
+    loss = "loss\x1f" if "loss" in on else None
+    delay = "delay\x1f" if "delay" in on else None
+    duplicate = "duplicate\x1f" if "duplicate" in on else None
+    partial_commit = "partial_commit\x1f" if "partial_commit" in on else None
+    delay_lo, delay_span = C.DELAY_RANGE[0], C.DELAY_RANGE[1] - C.DELAY_RANGE[0] + 1
+    gap_lo, gap_span = C.DUPLICATE_GAP[0], C.DUPLICATE_GAP[1] - C.DUPLICATE_GAP[0] + 1
     out: list[Delivery] = []
     seq = seq_start
     for s in specs:
         if s.drop:
             continue
-        ev_t = s.event.t
-        earliest = ev_t + 1 if s.system == "bank" else ev_t
+        sid, system, event = s.id, s.system, s.event
         arrival = s.arrival
-        copies = []
+        copies = None
         if s.faultable:
-            if "loss" in on and draw.pair("loss", s.id) < p:
-                firings.append(("loss", s.id))
+            if loss is not None and at(loss + sid) < p:
+                firings.append(("loss", sid))
                 continue
-            if "delay" in on and draw.pair("delay", s.id) < p:
-                firings.append(("delay", s.id))
-                arrival += draw.integer(*C.DELAY_RANGE, "delay-by", s.id)
-            if "duplicate" in on and draw.pair("duplicate", s.id) < p:
-                firings.append(("duplicate", s.id))
-                copies.append(arrival + draw.integer(*C.DUPLICATE_GAP, "duplicate-gap", s.id))
+            if delay is not None and at(delay + sid) < p:
+                firings.append(("delay", sid))
+                arrival += delay_lo + int(at("delay-by\x1f" + sid) * delay_span)
+            if duplicate is not None and at(duplicate + sid) < p:
+                firings.append(("duplicate", sid))
+                copies = [arrival + gap_lo + int(at("duplicate-gap\x1f" + sid) * gap_span)]
         if s.copy_gap:
-            copies.append(arrival + s.copy_gap)
+            copies = [arrival + s.copy_gap] if copies is None else [*copies, arrival + s.copy_gap]
         partial = s.partial
-        if (s.faultable and not partial and s.system == "ledger" and s.event.kind == "capture_settled"
-                and "partial_commit" in on and draw.pair("partial_commit", s.id) < p):
-            firings.append(("partial_commit", s.id))
+        if (partial_commit is not None and s.faultable and not partial and system == "ledger"
+                and event.kind == "capture_settled" and at(partial_commit + sid) < p):
+            firings.append(("partial_commit", sid))
             partial = True
-        times = [arrival] + copies
-        if s.system == "bank":
-            times = [posted_at("bank", t) for t in times]
-        for i, t in enumerate(times):
-            out.append(Delivery(s.id if i == 0 else copy_id(s.id, i), s.system, s.event, s.group,
-                                t, earliest, seq, partial if i == 0 else False))
-            seq += 1
+        bank = system == "bank"
+        earliest = event.t + 1 if bank else event.t
+        out.append(Delivery(sid, system, event, s.group, posted_at(system, arrival) if bank else arrival,
+                            earliest, seq, partial))
+        seq += 1
+        if copies is not None:
+            for i, t in enumerate(copies, start=1):
+                out.append(Delivery(copy_id(sid, i), system, event, s.group, posted_at(system, t) if bank else t,
+                                    earliest, seq, False))
+                seq += 1
     if "reorder" in on:
         _reorder(out, draw, p, firings)
     return out
@@ -195,15 +216,22 @@ def _reorder(ds: list[Delivery], draw: Keyed, p: float, firings: list) -> None:
     """
     lanes: dict[tuple, list[Delivery]] = {}
     for d in ds:
-        lanes.setdefault((d.system, d.group), []).append(d)
+        lane = lanes.get((d.system, d.group))
+        if lane is None:
+            lanes[(d.system, d.group)] = [d]
+        else:
+            lane.append(d)
+    at = draw.at
     for lane in lanes.values():
-        lane.sort(key=lambda d: (d.arrival, d.seq))
+        if len(lane) < 2:
+            continue
+        lane.sort(key=arrival_seq)
         i = 0
         while i < len(lane) - 1:
             a, b = lane[i], lane[i + 1]
             gap = b.arrival - a.arrival
             if 0 < gap <= C.REORDER_WINDOW and a.arrival >= b.earliest:
-                if draw.uniform("reorder", a.id, b.id) < p:
+                if at("reorder\x1f" + a.id + "\x1f" + b.id) < p:  # = draw.uniform("reorder", a.id, b.id)
                     a.arrival, b.arrival = b.arrival, a.arrival
                     firings.append(("reorder", (a.id, b.id)))
                     i += 2

@@ -54,20 +54,22 @@ class Keyed:
     """The draws of `uniform`/`integer` under a fixed key prefix, e.g. (unit stream, seed).
 
     `Keyed(stream, seed).uniform("loss", did) == uniform(stream, seed, "loss", did)`
-    exactly: the prefix's text is built once instead of at every draw. With a
-    `memo` dict, draws are remembered by the exact text hashed, so a repeat is
-    the same number by construction (the worlds of one task and seed share one:
-    every policy that creates a capture asks the same keys).
+    exactly: the prefix is hashed once (the hash state after it is copied for each
+    draw) instead of at every draw. With a `memo` dict, draws are remembered by
+    the text after the prefix, so a repeat is the same number by construction; a
+    memo serves one prefix only (the worlds of one task and seed share one: every
+    policy that creates a capture asks the same keys).
     """
 
-    __slots__ = ("prefix", "memo")
+    __slots__ = ("prefix", "memo", "_head")
 
     def __init__(self, *prefix: object, memo: dict | None = None):
-        self.prefix = "".join(str(p) + "\x1f" for p in prefix)
+        self.prefix = "".join([f"{p}\x1f" for p in prefix])
         self.memo = memo
+        self._head = _blake2b(self.prefix.encode(), digest_size=8)
 
     def uniform(self, *rest: object) -> float:
-        return self._draw(self.prefix + "\x1f".join(map(str, rest)))
+        return self.at("\x1f".join(map(str, rest)))
 
     def integer(self, lo: int, hi: int, *rest: object) -> int:
         return lo + int(self.uniform(*rest) * (hi - lo + 1))
@@ -75,13 +77,19 @@ class Keyed:
     def pair(self, family: str, name: str) -> float:
         """`uniform(family, name)` for two plain strings (the fault pipeline's
         family and delivery id, drawn thousands of times per corpus)."""
-        return self._draw(self.prefix + family + "\x1f" + name)
+        return self.at(family + "\x1f" + name)
 
-    def _draw(self, text: str) -> float:
+    def at(self, rest: str) -> float:
+        """The draw keyed by the prefix, then `rest`: the other parts' text, `\x1f` between two
+        (what `pair` and `uniform` build; the fault pipeline builds it itself)."""
         memo = self.memo
-        if memo is None:
-            return int.from_bytes(_blake2b(text.encode(), digest_size=8).digest(), "big") * _SCALE
-        u = memo.get(text)
-        if u is None:
-            u = memo[text] = _hash_text(text) * _SCALE
+        if memo is not None:
+            u = memo.get(rest)
+            if u is not None:
+                return u
+        h = self._head.copy()  # = blake2b of the whole text: hashing is streamed
+        h.update(rest.encode())
+        u = int.from_bytes(h.digest(), "big") * _SCALE
+        if memo is not None:
+            memo[rest] = u
         return u

@@ -2,7 +2,7 @@
 (SPEC §1, §6): a corpus file, a `Corpus`, a `FinalityEnv`."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from finbench.memo import memoised
 from finbench.errors import FinbenchError, check_choice, check_int, check_real, show
@@ -79,8 +79,11 @@ class Task:
         return tuple(events)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields by name, in order (every value is a scalar: `dataclasses.asdict`'s deep copy is not needed)."""
+        return {name: getattr(self, name) for name in _FIELDS}
 
+
+_FIELDS = tuple(f.name for f in fields(Task))
 
 _TASK_TYPES = {
     "task_id": str, "order_id": str, "unit": str, "stream": str, "other_order_id": str,

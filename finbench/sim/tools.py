@@ -53,12 +53,13 @@ def tool_ticks(tool: str, args: dict, costs) -> int:
 
 
 _ORDER_KEY = frozenset({"order_id"})
-_ORDER_ONLY = frozenset(name for name, params in _PARAM_SETS.items() if params == _ORDER_KEY)
+ORDER_ONLY = frozenset(name for name, params in _PARAM_SETS.items() if params == _ORDER_KEY)
+"""The tools that take only `order_id` (all but `wait` and `retry_capture`)."""
 
 
 def validate(tool: object, args: dict) -> str | None:
     """None if the call is well-formed, else the error text an agent sees."""
-    if tool.__class__ is str and tool in _ORDER_ONLY and args.keys() == _ORDER_KEY:  # most calls
+    if tool.__class__ is str and tool in ORDER_ONLY and args.keys() == _ORDER_KEY:  # most calls
         return None if isinstance(args["order_id"], str) else f"{tool}: order_id must be a string"
     if not isinstance(tool, str) or tool not in TOOLS:
         return f"unknown tool {tool!r}; tools: {', '.join(TOOL_NAMES)}"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import marshal
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import cached_property
 
 from finbench.memo import memoised
 from finbench.sim import constants as C
 from finbench.sim.task import Event, Task
-from finbench.sim.faults import Delivery, FaultProfile, Spec, deliver
+from finbench.sim.faults import Delivery, FaultProfile, Spec, arrival_seq, deliver
 from finbench.sim.rng import Keyed
 from finbench.sim.systems import RECEIVES, completed_order_views, fold_bank, fold_erp, fold_ledger, fold_processor
 
@@ -102,17 +103,27 @@ class Base:
         # the draws are keyed by (stream, seed, family, delivery): the same numbers under every profile
         self.draws = _draws(task.stream, seed)
         self.deliveries = deliver(_log_specs(task), task.stream, seed, profile, self.firings, memo=self.draws)
-        self.lanes = _lanes(self.deliveries)
         self.counts = dict.fromkeys(C.FAMILIES, 0)  # firings by family, for `World.fired`
         for fam, _ in self.firings:
             self.counts[fam] += 1
-        self.stale_draw = Keyed(task.stream, seed, "stale_read")
+        self._key = (task.stream, seed)
         self.stale_intensity = profile.intensity if profile.on("stale_read") else None
         self.folds: dict = {}
         self.blobs: dict = {}
         self.stale = {} if self.stale_intensity is None else _stale_draws(task.stream, seed, self.stale_intensity)
         self._seen: dict = {}
         self._lags: dict = {}
+
+    @cached_property
+    def lanes(self) -> dict[str, tuple[list[Delivery], list[int]]]:
+        """Each system's deliveries in (arrival, seq) order, and their arrivals: made at the first read
+        (an episode that only probes never needs them)."""
+        return _lanes(self.deliveries)
+
+    @cached_property
+    def stale_draw(self) -> Keyed:
+        """The keyed stream of the stale-read draws: (unit stream, seed, "stale_read")."""
+        return Keyed(*self._key, "stale_read")
 
     def seen_by(self, until: tuple) -> tuple:
         """What reads up to `until` ((system, tick) pairs) can see of this base: each system's deliveries
@@ -214,7 +225,7 @@ def _lanes(deliveries) -> dict[str, tuple[list[Delivery], list[int]]]:
         lanes[d.system].append(d)
     out = {}
     for s, ds in lanes.items():
-        ds.sort(key=lambda d: (d.arrival, d.seq))
+        ds.sort(key=arrival_seq)
         out[s] = (ds, [d.arrival for d in ds])
     return out
 
@@ -227,8 +238,9 @@ class World:
         self.seed = seed
         self.profile = profile if profile is not None else FaultProfile.default()
         self._base = base = base_world(task, seed, self.profile)
-        # until the agent adds deliveries the world is its base: lanes and folds are shared
-        self._lanes = base.lanes
+        # until the agent adds deliveries the world is its base: lanes (`_lanes` None: the base's, made at the
+        # first read) and folds are shared
+        self._lanes = None
         self._folds, self._blobs = base.folds, base.blobs
         self._stale = base.stale if self.profile.on("stale_read") else None
         self.extra: list[Delivery] = []
@@ -307,9 +319,7 @@ class World:
 
     def seen_by(self, until: tuple) -> tuple:
         """`Base.seen_by` of this world's lanes (the agent's captures' deliveries among them)."""
-        if self._lanes is None:
-            self._lanes = _lanes(self.deliveries)
-        return _seen_by(self._lanes, until, {})
+        return _seen_by(self._own_lanes(), until, {})
 
     def stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.
@@ -328,9 +338,7 @@ class World:
         gets its own copy, so an agent that edits an observation cannot change a
         later read or episode; `copy=False` hands out the memoised object itself.
         """
-        if self._lanes is None:
-            self._lanes = _lanes(self.deliveries)
-        ds, arrivals = self._lanes[system]
+        ds, arrivals = (self._lanes or self._own_lanes())[system]
         n = bisect_right(arrivals, t)
         key = (system, n)
         fold = self._folds.get(key)
@@ -343,11 +351,19 @@ class World:
             blob = self._blobs[key] = marshal.dumps(fold)
         return marshal.loads(blob)
 
+    def _own_lanes(self) -> dict:
+        """The lanes of this world's deliveries: the base's while the agent has added none."""
+        if self._lanes is None:
+            self._lanes = _lanes(self.deliveries) if self.extra else self._base.lanes
+        return self._lanes
+
     def probe(self, t: int) -> dict:
         """The authoritative finality query: the canonical log itself."""
-        return {"order_id": self.task.order_id,
-                "captures": [{"id": c.id, "key": c.key, "status": c.status(t)}
-                             for c in self.captures if c.submitted_at <= t]}
+        captures = []  # a loop, not a comprehension: the probe is the most frequent call, with one capture
+        for c in self.captures:
+            if c.submitted_at <= t:
+                captures.append({"id": c.id, "key": c.key, "status": c.outcome if c.terminal_at <= t else "unknown"})
+        return {"order_id": self.task.order_id, "captures": captures}
 
     def other_view(self, system: str) -> dict:
         return completed_order_views(self.task.other_order_id, self.task.other_order_value)[system]

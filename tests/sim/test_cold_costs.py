@@ -1,0 +1,72 @@
+"""What a world of one (task, seed) no policy shares costs: the parts only a read needs are made at the
+first read, the default profile is made once, and a task's fields are listed without a deep copy."""
+from __future__ import annotations
+
+import dataclasses
+
+import finbench as fb
+from finbench.sim import constants as C
+from finbench.sim.env import FinalityEnv
+from finbench.sim.faults import FaultProfile
+from finbench.sim.world import World, _lanes, base_world
+
+TASKS = fb.make_corpus(n_tasks=18).tasks
+
+
+def _probe_only(env: FinalityEnv) -> None:
+    order = env.reset()["order_id"]
+    while not env.done:
+        env.step("probe_processor", order_id=order)
+
+
+def test_an_episode_that_only_probes_makes_no_lanes():
+    fb.clear_caches()
+    env = FinalityEnv(TASKS[0], 4)
+    _probe_only(env)
+    base = env.world._base
+    assert env.probe_calls > 0 and "lanes" not in vars(base) and "stale_draw" not in vars(base)
+    fresh = World(TASKS[0], 4)  # the ended episode's world holds its disposition's delivery: not the base's
+    assert fresh._base is base
+    fresh.read("ledger", 300)  # the first read makes them, once, for every world of the base
+    assert "lanes" in vars(base) and "stale_draw" in vars(base)
+    assert fresh._own_lanes() is base.lanes and World(TASKS[0], 4)._own_lanes() is base.lanes
+
+
+def test_the_lanes_made_late_are_the_lanes_of_the_deliveries():
+    for task in TASKS:
+        for seed in (0, 1):
+            world = World(task, seed)
+            want = _lanes(world.deliveries)
+            got = world._own_lanes()
+            assert {s: ([d.id for d in ds], a) for s, (ds, a) in got.items()} == \
+                   {s: ([d.id for d in ds], a) for s, (ds, a) in want.items()}
+            world.add_capture("k-late", 200)
+            mine = world._own_lanes()
+            assert mine is not world._base.lanes
+            assert sum(len(ds) for ds, _ in mine.values()) == len(world.deliveries)
+
+
+def test_a_capture_whose_deliveries_are_all_lost_keeps_the_base_lanes():
+    lossy = FaultProfile(1.0, frozenset({"loss"}))  # every faultable delivery is lost
+    world = World(TASKS[3], 0, lossy)
+    world.add_capture("k-lost", 200)
+    assert len(world.captures) == 2 and not world.extra
+    assert world._own_lanes() is base_world(TASKS[3], 0, lossy).lanes
+
+
+def test_the_default_and_the_empty_profile_are_made_once():
+    assert FaultProfile.default() is FaultProfile.default() == FaultProfile(C.DEFAULT_INTENSITY)
+    assert FaultProfile.none() is FaultProfile.none() == FaultProfile(C.DEFAULT_INTENSITY, frozenset())
+    other = FaultProfile.default(0.5)
+    assert other.intensity == 0.5 and other.families == frozenset(C.FAMILIES)
+
+    class Mine(FaultProfile):
+        pass
+
+    assert type(Mine.default()) is Mine and type(Mine.none()) is Mine
+
+
+def test_a_tasks_dict_is_asdict():
+    for task in TASKS:
+        got = task.to_dict()
+        assert got == dataclasses.asdict(task) and list(got) == [f.name for f in dataclasses.fields(task)]
