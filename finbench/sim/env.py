@@ -10,7 +10,7 @@ from __future__ import annotations
 import marshal
 
 from finbench.errors import bad, check_int, show
-from finbench.memo import memoised, register
+from finbench.memo import memoised
 from finbench.sim import constants as C
 from finbench.sim.task import Task, check_task
 from finbench.sim.economics import Costs, Money, Outcome, gap_of, price, settle_case, settle_money
@@ -18,16 +18,13 @@ from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.sim.reference import oracle_plan
 from finbench.sim.result import EpisodeResult, episode_result
-from finbench.sim.tools import ORDER_ONLY, READS, TOOLS, tool_ticks, validate
+from finbench.sim.tools import ORDER_ONLY, READS, TOOLS, tool_costs, tool_ticks, validate
 from finbench.sim.trace import build_trace, episode_inputs
 from finbench.sim.world import World
 
 IRREVERSIBLE = ("ship", "refund", "write_off")
-_OUTCOMES_SIZE = 1 << 14
-_OUTCOMES: dict = register("sim.env.outcomes", {}, keys="(task, costs, disposition, its tick, effects "
-                          "on the other order, each capture's terminal tick and outcome)", bound=_OUTCOMES_SIZE)
-"""`settle_case` by what it reads (`FinalityEnv.outcome`); emptied when full."""
 _SYSTEM_OF = {tool: tool[len("read_"):] for tool in READS}
+_HORIZON = C.HORIZON
 
 
 class FinalityEnv:
@@ -133,6 +130,7 @@ class FinalityEnv:
         self.now = C.HANDOVER
         self.done = False
         self.calls_left = self.costs.step_budget
+        self._ticks = tool_costs(self.costs)
         self._actions: list = []
         self.disposition: str | None = None
         self.disposition_t = C.HANDOVER
@@ -229,8 +227,11 @@ class FinalityEnv:
         if (tool.__class__ is str and tool in ORDER_ONLY and len(args) == 1 and not self.done
                 and args.get("order_id").__class__ is str and args["order_id"] == task.order_id):
             # the usual call (a tool taking only the order, on the case order) passes every check below
-            t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
-            return self._finish_call(tool, args, t, *self._case(tool, args, t, True))
+            t = self.now + self._ticks[tool]
+            if t > _HORIZON:
+                t = _HORIZON
+            outcome, body = self._case(tool, args, t, True)
+            return self._finish_call(tool, args, t, outcome, body)
         if not isinstance(tool, str):
             tool = show(tool)  # observations are JSON: a tool that is no name is shown as text (and unknown)
         if self.done:
@@ -263,8 +264,12 @@ class FinalityEnv:
         """
         if self.done or args.get("order_id") != self.task.order_id or tool not in TOOLS:
             return self.step(tool, **args)
-        t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
-        return self._finish_call(tool, args, t, *self._case(tool, args, t, False))
+        cost = self._ticks.get(tool)
+        t = self.now + (cost if cost is not None else int(args["ticks"]))
+        if t > _HORIZON:
+            t = _HORIZON
+        outcome, body = self._case(tool, args, t, False)
+        return self._finish_call(tool, args, t, outcome, body)
 
     # --- the case order -------------------------------------------------------
     def _case(self, tool: str, args: dict, t: int, copy: bool) -> tuple[str, object]:
@@ -343,7 +348,7 @@ class FinalityEnv:
         issued, self.now = self.now, t
         left = self.calls_left = self.calls_left - 1
         obs = {"t": t, "tool": tool, outcome: body, "calls_left": left}
-        if not self.done and (left <= 0 or t >= C.HORIZON):
+        if not self.done and (left <= 0 or t >= _HORIZON):
             self._dispose("close", t)
             obs["note"] = "call budget exhausted" if left <= 0 else "horizon reached"
         obs["done"] = self.done
@@ -355,20 +360,8 @@ class FinalityEnv:
         """What the case came to once the world has run on to HORIZON (SPEC §5); a RuntimeError before the end."""
         if not self.done:
             raise RuntimeError("the episode is not over: step until env.done")
-        caps = self.world.captures
-        # settle_case reads the captures' terminal times and outcomes only; many
-        # episodes of a task end alike (the same disposition at the same tick)
-        key = (self.task, self.costs, self.disposition, self.disposition_t,
-               len(self.other_effects), tuple([(c.terminal_at, c.outcome) for c in caps]))
-        hit = _OUTCOMES.get(key)
-        if hit is not None:
-            return hit
-        out = settle_case(self.task, caps, self.disposition, self.disposition_t, self.costs,
-                          len(self.other_effects))
-        if len(_OUTCOMES) >= _OUTCOMES_SIZE:
-            _OUTCOMES.clear()
-        _OUTCOMES[key] = out  # an Outcome is frozen: nobody changes it after it is stored
-        return out
+        return settle_case(self.task, self.world.captures, self.disposition, self.disposition_t, self.costs,
+                           len(self.other_effects))
 
     def result(self, policy_name: str = "?", reference: float | None = None, *,
                actions: bool = True) -> EpisodeResult:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 
+from finbench.memo import memoised
 from finbench.sim import constants as C
 
 READS = ("read_processor", "read_ledger", "read_erp", "read_bank")
@@ -50,6 +51,13 @@ def tool_ticks(tool: str, args: dict, costs) -> int:
     if tool == "wait":
         return int(args["ticks"])
     return 1
+
+
+@memoised("sim.tools.tool_costs", keys="the costs (a frozen value)", bound=1024)
+def tool_costs(costs) -> dict[str, int]:
+    """The ticks of every tool but `wait` (which costs what it asks) under `costs`: an episode reads them
+    at every call."""
+    return {tool: tool_ticks(tool, {}, costs) for tool in TOOLS if tool != "wait"}
 
 
 _ORDER_KEY = frozenset({"order_id"})

@@ -172,8 +172,10 @@ def _seen_by(lanes: dict, until: tuple, keys: dict) -> tuple:
 def stale_draw(draw: Keyed, intensity: float, system: str, n: int) -> tuple[int, tuple | None]:
     """(lag, firing) for the n-th read of `system` under stale reads at `intensity`; lag 0 when the
     family does not fire. `draw`: the base's keyed stream (unit stream, seed, "stale_read")."""
-    if draw.pair(system, str(n)) < intensity:
-        return draw.integer(*C.STALE_RANGE, system, n, "lag"), ("stale_read", f"{system}#{n}")
+    key = f"{system}\x1f{n}"  # = draw.pair(system, str(n)); the lag = draw.integer(*C.STALE_RANGE, system, n, "lag")
+    if draw.at(key) < intensity:
+        lo, hi = C.STALE_RANGE
+        return lo + int(draw.at(key + "\x1flag") * (hi - lo + 1)), ("stale_read", f"{system}#{n}")
     return 0, None
 
 

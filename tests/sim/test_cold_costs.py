@@ -8,6 +8,7 @@ import finbench as fb
 from finbench.sim import constants as C
 from finbench.sim.env import FinalityEnv
 from finbench.sim.faults import FaultProfile
+from finbench.sim.tools import TOOLS, tool_costs, tool_ticks
 from finbench.sim.world import World, _lanes, base_world
 
 TASKS = fb.make_corpus(n_tasks=18).tasks
@@ -70,3 +71,30 @@ def test_a_tasks_dict_is_asdict():
     for task in TASKS:
         got = task.to_dict()
         assert got == dataclasses.asdict(task) and list(got) == [f.name for f in dataclasses.fields(task)]
+
+
+def test_each_call_costs_the_ticks_of_its_costs():
+    for costs in (fb.Costs(), fb.Costs(read_ticks=3, probe_ticks=11), fb.Costs(read_ticks=7, probe_ticks=2)):
+        table = tool_costs(costs)
+        assert set(table) == set(TOOLS) - {"wait"}
+        for tool, ticks in table.items():
+            assert ticks == tool_ticks(tool, {}, costs)
+        for fast in (False, True):  # the public step and the package's fast path
+            env = FinalityEnv(TASKS[0], 0, costs=costs)
+            order = env.reset()["order_id"]
+            call = (lambda tool, **a: env._call(tool, {"order_id": order, **a})) if fast else \
+                (lambda tool, **a: env.step(tool, order_id=order, **a))
+            before = env.now
+            for tool, extra in (("read_ledger", {}), ("probe_processor", {}), ("wait", {"ticks": 13}),
+                                ("read_bank", {})):
+                call(tool, **extra)
+                assert env.now - before == (13 if tool == "wait" else table[tool])
+                before = env.now
+    for fast in (False, True):
+        env = FinalityEnv(TASKS[0], 0)
+        order = env.reset()["order_id"]
+        for tool, args in [("wait", {"order_id": order, "ticks": C.MAX_WAIT})] * 2 + \
+                [("read_erp", {"order_id": order}), ("wait", {"order_id": order, "ticks": C.MAX_WAIT})]:
+            env._call(tool, args) if fast else env.step(tool, **args)
+        assert env.now == C.HORIZON and env.done  # the clock stops at the horizon
+        assert [o["t"] for *_, o in env.actions][-2:] == [C.HANDOVER + 2 * C.MAX_WAIT + 1, C.HORIZON]

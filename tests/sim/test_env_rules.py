@@ -386,21 +386,6 @@ def test_a_result_uses_the_reference_it_is_given_and_may_leave_out_the_actions()
     assert res.reference_position == 1000.0 and res.gap == pytest.approx(1000.0 - res.position)
 
 
-def test_the_outcome_memo_is_emptied_when_full_and_never_holds_more_than_its_bound():
-    from finbench.memo import MEMOS
-    from finbench.sim import env as E
-    memo = MEMOS["sim.env.outcomes"]
-    E._OUTCOMES.clear()
-    E._OUTCOMES.update({("filler", i): None for i in range(memo.bound)})  # full
-    try:
-        env, case, _ = _env()
-        env.step("escalate", order_id=case)
-        env.outcome()
-        assert memo.size() == 1 and memo.size() <= memo.bound  # emptied, then this episode's outcome stored
-    finally:
-        E._OUTCOMES.clear()
-
-
 def test_the_fast_path_records_each_call_and_plays_a_retry_like_step():
     env, case, _ = _env()
     env._call("wait", {"order_id": case, "ticks": 30})
