@@ -61,12 +61,14 @@ class Keyed:
     policy that creates a capture asks the same keys).
     """
 
-    __slots__ = ("prefix", "memo", "_head")
+    __slots__ = ("prefix", "memo", "at")
 
     def __init__(self, *prefix: object, memo: dict | None = None):
         self.prefix = "".join([f"{p}\x1f" for p in prefix])
         self.memo = memo
-        self._head = _blake2b(self.prefix.encode(), digest_size=8)
+        self.at = _drawer(_blake2b(self.prefix.encode(), digest_size=8), memo)
+        """`at(rest)`: the draw keyed by the prefix, then `rest`, the other parts' text with `\x1f` between
+        two (what `pair` and `uniform` build; the fault pipeline builds it itself)."""
 
     def uniform(self, *rest: object) -> float:
         return self.at("\x1f".join(map(str, rest)))
@@ -79,17 +81,27 @@ class Keyed:
         family and delivery id, drawn thousands of times per corpus)."""
         return self.at(family + "\x1f" + name)
 
-    def at(self, rest: str) -> float:
-        """The draw keyed by the prefix, then `rest`: the other parts' text, `\x1f` between two
-        (what `pair` and `uniform` build; the fault pipeline builds it itself)."""
-        memo = self.memo
-        if memo is not None:
-            u = memo.get(rest)
-            if u is not None:
-                return u
-        h = self._head.copy()  # = blake2b of the whole text: hashing is streamed
+
+def _drawer(head, memo: dict | None):
+    """`Keyed.at` for the hash state `head` after the prefix: a closure, its lookups bound once (a fault
+    world asks dozens of draws)."""
+    copy, from_bytes = head.copy, int.from_bytes
+
+    def at(rest: str) -> float:
+        h = copy()  # = blake2b of the whole text: hashing is streamed
         h.update(rest.encode())
-        u = int.from_bytes(h.digest(), "big") * _SCALE
-        if memo is not None:
-            memo[rest] = u
+        return from_bytes(h.digest(), "big") * _SCALE
+
+    if memo is None:
+        return at
+    get = memo.get
+
+    def remembered(rest: str) -> float:
+        u = get(rest)
+        if u is None:  # `at`, inlined: most draws of a fault world are asked once
+            h = copy()
+            h.update(rest.encode())
+            u = memo[rest] = from_bytes(h.digest(), "big") * _SCALE
         return u
+
+    return remembered
