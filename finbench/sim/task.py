@@ -101,7 +101,7 @@ _TASK_TYPES = {
 
 @memoised("sim.task.checked", keys="the task (a frozen value): checked once", bound=65536)
 def _checked(task: Task) -> None:
-    validate_task(task.to_dict(), f"task {task.task_id!r}")
+    _check_fields(task.to_dict(), f"task {task.task_id!r}")
     if task.other_order_id == task.order_id:
         raise CorpusError(f"task {task.task_id!r}: other_order_id must differ from order_id, got "
                           f"{show(task.order_id)} for both")
@@ -122,6 +122,11 @@ def check_task(task: object, where: str) -> Task:
 
 def validate_task(d: dict, where: str) -> Task:
     """A task from its dict, every field checked (type, range, and agreement with the archetype)."""
+    _check_fields(d, where)
+    return Task(**d)
+
+
+def _check_fields(d: dict, where: str) -> None:
     for name, typ in _TASK_TYPES.items():
         if not isinstance(d[name], typ) or not d[name]:
             raise CorpusError(f"{where}: {name} must be a non-empty string, got {show(d[name])}")
@@ -146,7 +151,6 @@ def validate_task(d: dict, where: str) -> Task:
         raise
     except FinbenchError as e:
         raise CorpusError(str(e)) from None
-    return Task(**d)
 
 
 def twin_problem(tasks) -> tuple[int, str] | None:
