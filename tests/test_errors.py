@@ -7,6 +7,7 @@ import multiprocessing as mp
 import subprocess
 import sys
 import time
+from collections import UserString
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,7 @@ BAD = [
     ("policy-returns-string", lambda: fb.run_episode(TASK, Answers("ship")), PolicyError, r"policy 'answers' at step 1 .* returned 'ship'"),
     ("policy-returns-3-tuple", lambda: fb.run_episode(TASK, Answers(("ship", {}, 1))), PolicyError, r"returned \('ship', \{\}, 1\)"),
     ("policy-returns-list-args", lambda: fb.run_episode(TASK, Answers(("ship", ["ord"]))), PolicyError, r"returned \('ship', \['ord'\]\)"),
+    ("policy-returns-a-key-that-only-equals-a-name", lambda: fb.run_episode(TASK, Answers(("ship", {UserString("order_id"): "x"}))), PolicyError, r"policy 'answers' at step 1 .* must return \(tool, args\)"),
     ("policy-not-a-policy", lambda: fb.evaluate(TINY, [42], cache=False), PolicyError, r"not a policy: 42"),
 ]
 

@@ -1,7 +1,7 @@
 """Costs and the merchant's terminal position (SPEC §5)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 from finbench.sim import constants as C
 from finbench.errors import check_int, check_real
@@ -26,11 +26,6 @@ class Costs:
             object.__setattr__(self, name, check_real("Costs", name, getattr(self, name), 0.0, hi))
         for name, hi in (("step_budget", 10_000), ("read_ticks", C.MAX_WAIT), ("probe_ticks", C.MAX_WAIT)):
             object.__setattr__(self, name, check_int("Costs", name, getattr(self, name), 1, hi))
-        # the costs key the memos of every episode's end: hashed once (all numbers, so the same in every process)
-        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f) for f in _COST_FIELDS)))
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def key(self) -> str:
         return repr(tuple(asdict(self).values()))
@@ -39,9 +34,6 @@ class Costs:
         """These costs with SPEC's default prices. Policies see only the call budget and the ticks,
         so an episode plays, and its money ends, the same under both; prices only re-price it."""
         return _simulated(self)
-
-
-_COST_FIELDS = tuple(f.name for f in fields(Costs))
 
 
 @dataclass(frozen=True)

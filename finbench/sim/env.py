@@ -24,7 +24,6 @@ from finbench.sim.world import World
 
 IRREVERSIBLE = ("ship", "refund", "write_off")
 _SYSTEM_OF = {tool: tool[len("read_"):] for tool in READS}
-_HORIZON = C.HORIZON
 
 
 class FinalityEnv:
@@ -80,17 +79,26 @@ class FinalityEnv:
         self.task = check_task(task, "FinalityEnv: task")
         self.seed = check_int("FinalityEnv", "seed", seed, 0)
         self.profile = profile if profile is not None else FaultProfile.default()
-        self.costs = costs if costs is not None else Costs()
         if not isinstance(self.profile, FaultProfile):
             raise bad("FinalityEnv", "profile", profile, "a FaultProfile")
-        if not isinstance(self.costs, Costs):
-            raise bad("FinalityEnv", "costs", costs, "a Costs")
+        self.costs = costs if costs is not None else Costs()
         self.double_effect = double_effect  # logger self-test: a replayed key silently charges again
         self.probe = check_probe("FinalityEnv", probe)
         self.world: World | None = None
         self.now = C.HANDOVER
         self.done = False
         self.calls_left = self.costs.step_budget
+
+    @property
+    def costs(self) -> Costs:
+        """The prices, the call budget and each tool's ticks (set anew, each call's ticks follow)."""
+        return self._costs
+
+    @costs.setter
+    def costs(self, costs: Costs) -> None:
+        if not isinstance(costs, Costs):
+            raise bad("FinalityEnv", "costs", costs, "a Costs")
+        self._costs, self._ticks = costs, tool_costs(costs)  # the ticks are read at every call
 
     # --- lifecycle -------------------------------------------------------------
     def reset(self) -> dict:
@@ -130,7 +138,6 @@ class FinalityEnv:
         self.now = C.HANDOVER
         self.done = False
         self.calls_left = self.costs.step_budget
-        self._ticks = tool_costs(self.costs)
         self._actions: list = []
         self.disposition: str | None = None
         self.disposition_t = C.HANDOVER
@@ -228,8 +235,8 @@ class FinalityEnv:
                 and args.get("order_id").__class__ is str and args["order_id"] == task.order_id):
             # the usual call (a tool taking only the order, on the case order) passes every check below
             t = self.now + self._ticks[tool]
-            if t > _HORIZON:
-                t = _HORIZON
+            if t > C.HORIZON:
+                t = C.HORIZON
             outcome, body = self._case(tool, args, t, True)
             return self._finish_call(tool, args, t, outcome, body)
         if not isinstance(tool, str):
@@ -266,8 +273,8 @@ class FinalityEnv:
             return self.step(tool, **args)
         cost = self._ticks.get(tool)
         t = self.now + (cost if cost is not None else int(args["ticks"]))
-        if t > _HORIZON:
-            t = _HORIZON
+        if t > C.HORIZON:
+            t = C.HORIZON
         outcome, body = self._case(tool, args, t, False)
         return self._finish_call(tool, args, t, outcome, body)
 
@@ -348,7 +355,7 @@ class FinalityEnv:
         issued, self.now = self.now, t
         left = self.calls_left = self.calls_left - 1
         obs = {"t": t, "tool": tool, outcome: body, "calls_left": left}
-        if not self.done and (left <= 0 or t >= _HORIZON):
+        if not self.done and (left <= 0 or t >= C.HORIZON):
             self._dispose("close", t)
             obs["note"] = "call budget exhausted" if left <= 0 else "horizon reached"
         obs["done"] = self.done

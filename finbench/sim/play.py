@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from finbench.errors import PolicyError, show
 from finbench.memo import memoised
 from finbench.sim.env import FinalityEnv
-from finbench.sim.tools import PARAMS
 
 TRUSTED_MODULES = ("finbench.agents.policies", "finbench.agents.exploits")
 """Where the policies that may take the fast path live (see `trusted`): the nine and their kin, and the
@@ -71,11 +70,7 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
         except Exception as exc:
             exc.add_note(f"raised by policy {policy_name(policy)!r}.act at step {step} (t={env.now})")
             raise
-        if answer.__class__ is tuple and len(answer) == 2 and answer[1].__class__ is dict \
-                and answer[1].keys() <= PARAMS:  # the usual answer: a tool and the tools' own argument names
-            tool, args = answer
-        else:
-            tool, args = _checked_answer(policy, answer, step, env.now)
+        tool, args = _checked_answer(policy, answer, step, env.now)
         obs = env.step(tool, **args)
     return env
 

@@ -37,7 +37,6 @@ class ProbeMode:
         kind: one of `KINDS`.
         delay: D, for `delayed` (ticks, 1..1800); 0 for every other kind.
         limit: N, for `rate_limited` (answers per episode, 0..40); 0 for every other kind.
-        is_full: whether this is SPEC's probe (`kind == "full"`); set once, as the probe asks it at every call.
     """
 
     kind: str = "full"
@@ -56,7 +55,6 @@ class ProbeMode:
             raise bad("ProbeMode", "limit", self.limit, "0 unless kind='rate_limited'")
         object.__setattr__(self, "delay", delay)
         object.__setattr__(self, "limit", limit)
-        object.__setattr__(self, "is_full", self.kind == "full")  # not a field: not compared, hashed or shown
 
     @classmethod
     def full(cls) -> ProbeMode:
@@ -83,6 +81,10 @@ class ProbeMode:
     def all(cls) -> tuple[ProbeMode, ...]:
         """The five arms of Table VIII, with the default D and N."""
         return (cls.full(), cls.none(), cls.delayed(), cls.rate_limited(), cls.identity_only())
+
+    @property
+    def is_full(self) -> bool:
+        return self.kind == "full"
 
     @property
     def name(self) -> str:

@@ -50,6 +50,12 @@ def generator(*key: object) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy(*key))))
 
 
+def key_prefix(*parts: object) -> str:
+    """The text a key starting with `parts` begins with: each part's `str`, then `\x1f` (what a memo of
+    `Keyed` draws is for: seeds 1 and 1.0 are equal but begin different keys)."""
+    return "".join([str(p) + "\x1f" for p in parts])
+
+
 class Keyed:
     """The draws of `uniform`/`integer` under a fixed key prefix, e.g. (unit stream, seed).
 
@@ -64,7 +70,7 @@ class Keyed:
     __slots__ = ("prefix", "memo", "at")
 
     def __init__(self, *prefix: object, memo: dict | None = None):
-        self.prefix = "".join([f"{p}\x1f" for p in prefix])
+        self.prefix = key_prefix(*prefix)
         self.memo = memo
         self.at = _drawer(_blake2b(self.prefix.encode(), digest_size=8), memo)
         """`at(rest)`: the draw keyed by the prefix, then `rest`, the other parts' text with `\x1f` between

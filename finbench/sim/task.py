@@ -61,18 +61,8 @@ class Task:
 
     def __hash__(self) -> int:
         # a task keys most memos, several times an episode: hashing the fields that tell tasks apart (equal
-        # tasks agree on them, as a hash must) costs a third of hashing all seventeen, and is done once
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((self.task_id, self.stream, self.order_value, self.determined_at))
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    def __getstate__(self) -> dict:
-        # a string's hash differs between processes: a pickled task is hashed afresh where it lands
-        state = dict(self.__dict__)
-        state.pop("_hash", None)
-        return state
+        # tasks agree on them, as a hash must) costs a third of hashing all seventeen
+        return hash((self.task_id, self.stream, self.order_value, self.determined_at))
 
     @property
     def log(self) -> tuple[Event, ...]:

@@ -60,8 +60,6 @@ def tool_costs(costs) -> dict[str, int]:
     return {tool: tool_ticks(tool, {}, costs) for tool in TOOLS if tool != "wait"}
 
 
-PARAMS = frozenset(p for params in _PARAM_SETS.values() for p in params)
-"""Every argument name a tool takes."""
 _ORDER_KEY = frozenset({"order_id"})
 ORDER_ONLY = frozenset(name for name, params in _PARAM_SETS.items() if params == _ORDER_KEY)
 """The tools that take only `order_id` (all but `wait` and `retry_capture`)."""

@@ -11,7 +11,7 @@ from finbench.memo import memoised
 from finbench.sim import constants as C
 from finbench.sim.task import Event, Task
 from finbench.sim.faults import Delivery, FaultProfile, Spec, arrival_seq, deliver
-from finbench.sim.rng import Keyed
+from finbench.sim.rng import Keyed, key_prefix
 from finbench.sim.systems import RECEIVES, completed_order_views, fold_bank, fold_erp, fold_ledger, fold_processor
 
 
@@ -101,7 +101,7 @@ class Base:
     def __init__(self, task: Task, seed: int, profile: FaultProfile):
         self.firings: list = []
         # the draws are keyed by (stream, seed, family, delivery): the same numbers under every profile
-        self.draws = _draws(task.stream, seed)
+        self.draws = _draws(key_prefix(task.stream, seed))
         self.deliveries = deliver(_log_specs(task), task.stream, seed, profile, self.firings, memo=self.draws)
         self.counts = dict.fromkeys(C.FAMILIES, 0)  # firings by family, for `World.fired`
         for fam, _ in self.firings:
@@ -110,7 +110,8 @@ class Base:
         self.stale_intensity = profile.intensity if profile.on("stale_read") else None
         self.folds: dict = {}
         self.blobs: dict = {}
-        self.stale = {} if self.stale_intensity is None else _stale_draws(task.stream, seed, self.stale_intensity)
+        self.stale = {} if self.stale_intensity is None else \
+            _stale_draws(key_prefix(task.stream, seed), self.stale_intensity)
         self._seen: dict = {}
         self._lags: dict = {}
 
@@ -179,19 +180,20 @@ def stale_draw(draw: Keyed, intensity: float, system: str, n: int) -> tuple[int,
     return 0, None
 
 
-@memoised("sim.world.draws", keys="(unit stream, seed): the fault draws of every profile's bases and captures",
-          bound=4096)
-def _draws(stream: str, seed: int) -> dict:
-    """The fault draws asked under (stream, seed), by the text hashed (`Keyed`'s memo), shared by every
-    fault profile's base: the ablation's arms ask the same keys."""
+@memoised("sim.world.draws", keys="the key prefix (unit stream, seed): the fault draws of every profile's bases "
+          "and captures", bound=4096)
+def _draws(prefix: str) -> dict:
+    """The fault draws asked under a key prefix (`rng.key_prefix(stream, seed)`), by the text after it
+    (`Keyed`'s memo), shared by every fault profile's base: the ablation's arms ask the same keys. Keyed by the
+    prefix's text, not (stream, seed): seeds 1 and 1.0 are equal but draw different numbers."""
     return {}
 
 
-@memoised("sim.world.stale_draws", keys="(unit stream, seed, intensity): (lag, firing) of each (system, n)",
-          bound=4096)
-def _stale_draws(stream: str, seed: int, intensity: float) -> dict:
-    """The stale-read draws of each (system, n-th read) under (stream, seed) at `intensity`, shared by every
-    profile's base with stale reads at that intensity."""
+@memoised("sim.world.stale_draws", keys="(the key prefix (unit stream, seed), intensity): (lag, firing) of each "
+          "(system, n)", bound=4096)
+def _stale_draws(prefix: str, intensity: float) -> dict:
+    """The stale-read draws of each (system, n-th read) under a key prefix (`rng.key_prefix(stream, seed)`) at
+    `intensity`, shared by every profile's base with stale reads at that intensity."""
     return {}
 
 
@@ -206,7 +208,8 @@ def _capture_deliveries(task: Task, seed: int, profile: FaultProfile, n: int, ke
     cap = agent_capture(task, n, key, t)
     specs = event_specs(task, capture_events(cap), cap.id)
     firings: list = []
-    new = deliver(specs, task.stream, seed, profile, firings, seq_start=seq_start, memo=_draws(task.stream, seed))
+    new = deliver(specs, task.stream, seed, profile, firings, seq_start=seq_start,
+                  memo=_draws(key_prefix(task.stream, seed)))
     return tuple(specs), tuple(new), tuple(firings)
 
 

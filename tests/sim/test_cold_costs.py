@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 import finbench as fb
+from finbench.errors import FinbenchError
 from finbench.sim import constants as C
 from finbench.sim.env import FinalityEnv
 from finbench.sim.faults import FaultProfile
+from finbench.sim.rng import Keyed, uniform
 from finbench.sim.tools import TOOLS, tool_costs, tool_ticks
 from finbench.sim.world import World, _lanes, base_world
 
@@ -98,3 +102,44 @@ def test_each_call_costs_the_ticks_of_its_costs():
             env._call(tool, args) if fast else env.step(tool, **args)
         assert env.now == C.HORIZON and env.done  # the clock stops at the horizon
         assert [o["t"] for *_, o in env.actions][-2:] == [C.HANDOVER + 2 * C.MAX_WAIT + 1, C.HORIZON]
+
+
+def test_costs_set_anew_set_each_calls_ticks():
+    for fast in (False, True):
+        env = FinalityEnv(TASKS[0], 0)
+        order = env.reset()["order_id"]
+        env.costs = fb.Costs(read_ticks=7, probe_ticks=50)
+        for tool, ticks in (("read_processor", 7), ("probe_processor", 50)):
+            before = env.now
+            env._call(tool, {"order_id": order}) if fast else env.step(tool, order_id=order)
+            assert env.now - before == ticks
+    with pytest.raises(FinbenchError, match="costs must be a Costs"):
+        env.costs = None
+
+
+def test_the_value_types_hold_only_their_fields():
+    """`X(**vars(x))` remakes a task, costs or probe mode, however much it was used."""
+    task = TASKS[2]
+    env = FinalityEnv(task, 1, costs=fb.Costs(probe_ticks=3), probe=fb.ProbeMode.delayed(30))
+    _probe_only(env)
+    hash(task), hash(env.costs), hash(env.probe)
+    for value in (task, env.costs, env.probe):
+        assert type(value)(**vars(value)) == value
+
+
+def test_draws_of_equal_seeds_of_different_text_are_kept_apart():
+    """Seeds 1 and 1.0 are equal (one memo key) but begin different key texts: each world draws its own."""
+    task = TASKS[4]
+    profile = FaultProfile.without("reorder", intensity=0.5)
+
+    def seen(seed):
+        w = World(task, seed, profile)
+        return [(d.id, d.arrival) for d in w.deliveries], w.fired(), [w.read(s, 500) for s in C.SYSTEMS]
+
+    fb.clear_caches()
+    fresh = seen(1.0)
+    fb.clear_caches()
+    World(task, 1, FaultProfile.default(0.5))  # the int seed asks first
+    assert seen(1.0) == fresh
+    assert Keyed(task.stream, 1.0).pair("loss", "x") == uniform(task.stream, 1.0, "loss", "x") != \
+        uniform(task.stream, 1, "loss", "x")

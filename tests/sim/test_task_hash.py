@@ -35,27 +35,6 @@ def test_the_tasks_of_a_corpus_hash_apart():
     assert len({hash(t) for t in tasks}) == len(tasks) == 60
 
 
-def test_the_hash_is_kept_but_never_pickled():
-    """A string's hash differs between processes: a task sent to a worker is hashed there afresh."""
-    import pickle
-    import subprocess
-    import sys
-
-    task = dataclasses.replace(TASK)
-    h = hash(task)
-    assert vars(task)["_hash"] == h  # kept: asked several times an episode
-    blob = pickle.dumps(task)
-    assert b"_hash" not in blob
-    back = pickle.loads(blob)
-    assert back == task and "_hash" not in vars(back) and hash(back) == h
-    code = "import pickle, sys; t = pickle.loads(sys.stdin.buffer.read()); print(hash(t) == hash((t.task_id, " \
-           "t.stream, t.order_value, t.determined_at)), {t: 1}[pickle.loads(pickle.dumps(t))])"
-    for seed in ("1", "2"):
-        out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
-                             env={"PYTHONHASHSEED": seed, "PATH": ""}, check=True)
-        assert out.stdout.split() == [b"True", b"1"]
-
-
 def test_costs_hash_by_their_values():
     a, b = fb.Costs(), fb.Costs(cogs_rate=0.6, step_budget=40)
     assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
