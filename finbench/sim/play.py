@@ -27,7 +27,11 @@ def trusted(policy) -> bool:
     well-formed calls and never mutate an observation. A user's policy, even a
     subclass of a built-in one, always goes through the public `step`.
     """
-    cls = type(policy)
+    return _trusted_class(type(policy))
+
+
+@memoised("sim.play.trusted", keys="a policy's class (asked twice an episode)", bound=256)
+def _trusted_class(cls: type) -> bool:
     module = cls.__module__
     # the class must be the one that module defines, not one that only says it lives there
     return (vars(cls).get("trusted") is True and module in TRUSTED_MODULES
