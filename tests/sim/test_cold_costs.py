@@ -3,14 +3,16 @@ first read, the default profile is made once, and a task's fields are listed wit
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import finbench as fb
 from finbench.errors import FinbenchError
 from finbench.sim import constants as C
 from finbench.sim.env import FinalityEnv
-from finbench.sim.faults import FaultProfile
+from finbench.sim.faults import Delivery, FaultProfile, Spec, deliver
 from finbench.sim.rng import Keyed, uniform
 from finbench.sim.tools import TOOLS, tool_costs, tool_ticks
 from finbench.sim.world import World, _lanes, base_world
@@ -143,3 +145,39 @@ def test_draws_of_equal_seeds_of_different_text_are_kept_apart():
     assert seen(1.0) == fresh
     assert Keyed(task.stream, 1.0).pair("loss", "x") == uniform(task.stream, 1.0, "loss", "x") != \
         uniform(task.stream, 1, "loss", "x")
+
+
+def test_the_usual_call_stops_the_clock_at_the_horizon():
+    env = FinalityEnv(TASKS[0], 0)
+    order = env.reset()["order_id"]
+    for ticks in (C.MAX_WAIT, C.MAX_WAIT, C.HORIZON - C.HANDOVER - 2 * C.MAX_WAIT - 3):
+        env.step("wait", order_id=order, ticks=ticks)
+    assert env.now == C.HORIZON - 3 and not env.done
+    obs = env.step("probe_processor", order_id=order)  # costs 5 ticks: capped at the horizon
+    assert obs["t"] == C.HORIZON and env.now == C.HORIZON and env.done and obs["note"] == "horizon reached"
+
+
+def test_an_unfaultable_ledger_settlement_is_never_half_committed():
+    event = SimpleNamespace(t=200, kind="capture_settled")
+    spec = Spec("cap-1:terminal:ledger", "ledger", event, "base", 201, faultable=False)
+    fired: list = []
+    out = deliver([spec], "s", 0, FaultProfile.only("partial_commit", intensity=1.0), fired)
+    assert [d.partial for d in out] == [False] and fired == []
+    out = deliver([dataclasses.replace(spec, faultable=True)], "s", 0,
+                  FaultProfile.only("partial_commit", intensity=1.0), fired)
+    assert [d.partial for d in out] == [True] and fired == [("partial_commit", spec.id)]
+
+
+def test_the_default_profile_checks_an_intensity_that_is_not_a_float():
+    with pytest.raises(FinbenchError):
+        FaultProfile.default(np.array([C.DEFAULT_INTENSITY]))
+    assert FaultProfile.default(np.float64(C.DEFAULT_INTENSITY)) == FaultProfile.default()
+
+
+def test_a_lanes_ties_keep_the_order_of_delivery():
+    """Two deliveries arriving at one tick are folded in the order they were made (`seq`), whatever their ids."""
+    e = SimpleNamespace(t=100, kind="capture_settled")
+    late_id_first = Delivery("z-first", "erp", e, "base", 150, 100, 3)
+    early_id_second = Delivery("a-second", "erp", e, "agent", 150, 100, 4)
+    lanes = _lanes([early_id_second, late_id_first])
+    assert [d.id for d in lanes["erp"][0]] == ["z-first", "a-second"] and lanes["erp"][1] == [150, 150]
