@@ -64,7 +64,9 @@ class Keyed:
     draw) instead of at every draw. With a `memo` dict, draws are remembered by
     the text after the prefix, so a repeat is the same number by construction; a
     memo serves one prefix only (the worlds of one task and seed share one: every
-    policy that creates a capture asks the same keys).
+    policy that creates a capture asks the same keys). `at(rest)` is the draw keyed by
+    the prefix, then `rest`: the other parts' text with `\x1f` between two (what `pair`
+    and `uniform` build; the fault pipeline builds it itself).
     """
 
     __slots__ = ("prefix", "memo", "at")
@@ -73,8 +75,6 @@ class Keyed:
         self.prefix = key_prefix(*prefix)
         self.memo = memo
         self.at = _drawer(_blake2b(self.prefix.encode(), digest_size=8), memo)
-        """`at(rest)`: the draw keyed by the prefix, then `rest`, the other parts' text with `\x1f` between
-        two (what `pair` and `uniform` build; the fault pipeline builds it itself)."""
 
     def uniform(self, *rest: object) -> float:
         return self.at("\x1f".join(map(str, rest)))

@@ -101,7 +101,8 @@ class Base:
     def __init__(self, task: Task, seed: int, profile: FaultProfile):
         self.firings: list = []
         # the draws are keyed by (stream, seed, family, delivery): the same numbers under every profile
-        self.draws = _draws(key_prefix(task.stream, seed))
+        prefix = key_prefix(task.stream, seed)  # the memos of this (task, seed)'s draws are keyed by it
+        self.draws = _draws(prefix)
         self.deliveries = deliver(_log_specs(task), task.stream, seed, profile, self.firings, memo=self.draws)
         self.counts = dict.fromkeys(C.FAMILIES, 0)  # firings by family, for `World.fired`
         for fam, _ in self.firings:
@@ -110,8 +111,7 @@ class Base:
         self.stale_intensity = profile.intensity if profile.on("stale_read") else None
         self.folds: dict = {}
         self.blobs: dict = {}
-        self.stale = {} if self.stale_intensity is None else \
-            _stale_draws(key_prefix(task.stream, seed), self.stale_intensity)
+        self.stale = {} if self.stale_intensity is None else _stale_draws(prefix, self.stale_intensity)
         self._seen: dict = {}
         self._lags: dict = {}
 
