@@ -228,6 +228,10 @@ class FinalityEnv:
             >>> env.step("read_processor", order_id=order)["result"]["captures"][0]["status"]
             'submitted'
         """
+        return self._step(tool, args)
+
+    def _step(self, tool, args: dict) -> dict:
+        """`step(tool, **args)` for `args` this call's own (`play` copies a policy's dict, unpacked)."""
         if self.world is None:
             raise RuntimeError("call reset() before step()")
         task = self.task
@@ -250,7 +254,7 @@ class FinalityEnv:
         order = args.get("order_id")
         if err is None and order not in (task.order_id, task.other_order_id):
             err = f"{tool}: unknown order {order!r}"
-        # `args` is this call's own dict (keyword arguments are packed afresh): kept as it is
+        # `args` is this call's own dict (`step` packs it afresh, `play` copies it): kept as it is
         if err is not None:
             return self._finish_call(tool, args, min(self.now + 1, C.HORIZON), "error", err)
         t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
@@ -259,16 +263,11 @@ class FinalityEnv:
         return self._finish_call(tool, args, t, *self._case(tool, args, t, True))
 
     def _call(self, tool: str, args: dict) -> dict:
-        """`step` for the package's own policies (see `finbench.sim.play.play`): the
-        same state changes and the same observation, through the same `_case`,
-        without the defensive work they do not need.
-
-        Their calls are well-formed, their `args` are fresh dicts they never
-        touch again, and they never mutate an observation, so arguments are
-        neither re-validated nor copied and a read hands out the memoised fold
-        itself. Anything unusual (another order, an unknown tool, a closed case)
-        takes `step`.
-        """
+        """`step` for the package's own policies (see `finbench.sim.play.play`): the same state changes
+        and observation, through the same `_case`. Their calls are well-formed, their `args` fresh dicts
+        they never touch again, and they never mutate an observation, so arguments are neither
+        re-validated nor copied and a read hands out the memoised fold itself. Anything unusual
+        (another order, an unknown tool, a closed case) takes `step`."""
         if self.done or args.get("order_id") != self.task.order_id or tool not in TOOLS:
             return self.step(tool, **args)
         cost = self._ticks.get(tool)

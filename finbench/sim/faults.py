@@ -148,16 +148,16 @@ def copy_id(delivery_id: str, i: int) -> str:
     return f"{delivery_id}#copy{i}"
 
 
-def deliver(specs: list[Spec], stream: str, seed: int, profile: FaultProfile,
-            firings: list, seq_start: int = 0, memo: dict | None = None) -> list[Delivery]:
+def deliver(specs: list[Spec], draw: Keyed, profile: FaultProfile, firings: list,
+            seq_start: int = 0) -> list[Delivery]:
     """Run the fault pipeline over `specs`; append (family, id) to `firings`.
 
-    `memo` remembers the draws (see `rng.Keyed`) for callers that ask the same
-    keys again: the worlds of one (task, seed) delivering their agents' captures.
+    `draw` is the world's keyed stream, `Keyed(unit stream, seed)`: the draw of a family at a
+    delivery is `draw.uniform(family, delivery id)`. One with a memo remembers them for callers
+    that ask the same keys again (the worlds of one (task, seed), under any profile).
     """
     p = profile.intensity
     on = profile.families
-    draw = Keyed(stream, seed, memo=memo)  # = uniform(stream, seed, family, delivery id)
     # each family's key text up to the delivery id (after the prefix): a fault world asks thousands of draws
     at = draw.at
     loss = "loss\x1f" if "loss" in on else None

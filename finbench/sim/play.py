@@ -75,7 +75,7 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
             exc.add_note(f"raised by policy {policy_name(policy)!r}.act at step {step} (t={env.now})")
             raise
         tool, args = _checked_answer(policy, answer, step, env.now)
-        obs = env.step(tool, **args)
+        obs = env._step(tool, {**args})  # = env.step(tool, **args): the policy's dict copied, not packed twice
     return env
 
 
@@ -109,15 +109,17 @@ def policy_name(policy) -> str:
 
 def _checked_answer(policy, answer, step: int, now: int) -> tuple[str, dict]:
     """`(tool, args)` from what a policy's `act` returned, or an error naming the policy and step."""
-    if isinstance(answer, (tuple, list)) and len(answer) == 2 and (answer[1] is None or isinstance(answer[1], dict)):
+    # `x.__class__ is T or isinstance(x, T)`: the usual answer (a tuple, a plain dict, str keys) is told at once
+    if (answer.__class__ is tuple or isinstance(answer, (tuple, list))) and len(answer) == 2:
         tool, args = answer
         if args is None:
             return tool, {}
-        for k in args:
-            if not isinstance(k, str):
-                break
-        else:  # `step(tool, **args)` copies the arguments: the policy keeps its dict
-            return tool, args
+        if args.__class__ is dict or isinstance(args, dict):
+            for k in args:
+                if k.__class__ is not str and not isinstance(k, str):
+                    break
+            else:  # `play` copies the arguments, as `step(tool, **args)` would: the policy keeps its dict
+                return tool, args
     raise PolicyError(f"policy {policy_name(policy)!r} at step {step} (t={now}): act(observation) must return "
                       f"(tool, args), a tool name and a dict of arguments such as ('wait', {{'order_id': ..., "
                       f"'ticks': 30}}); it returned {show(answer)}")

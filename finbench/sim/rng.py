@@ -72,9 +72,19 @@ class Keyed:
     __slots__ = ("prefix", "memo", "at")
 
     def __init__(self, *prefix: object, memo: dict | None = None):
-        self.prefix = key_prefix(*prefix)
+        self._start(key_prefix(*prefix), memo)
+
+    @classmethod
+    def after(cls, prefix: str, memo: dict | None = None) -> Keyed:
+        """The draws under a prefix given as its text (`key_prefix(*parts)`): `Keyed(*parts, memo=memo)`."""
+        keyed = cls.__new__(cls)
+        keyed._start(prefix, memo)
+        return keyed
+
+    def _start(self, prefix: str, memo: dict | None) -> None:
+        self.prefix = prefix
         self.memo = memo
-        self.at = _drawer(_blake2b(self.prefix.encode(), digest_size=8), memo)
+        self.at = _drawer(_blake2b(prefix.encode(), digest_size=8), memo)
 
     def uniform(self, *rest: object) -> float:
         return self.at("\x1f".join(map(str, rest)))

@@ -94,7 +94,7 @@ class Base:
     It also memoises what every policy of one (task, seed) would otherwise
     recompute: the folds of the delivery streams (`folds`, and `blobs`, their
     marshalled copies), the stale-read draw of the n-th read of each system
-    (`stale`) and the fault draws (`draws`); the last two are shared with the bases of other
+    (`stale`) and the fault draws (`draw`, a memoised `Keyed`); the last two are shared with the bases of other
     fault profiles of the same (task, seed), whose draws are the same numbers.
     """
 
@@ -102,8 +102,8 @@ class Base:
         self.firings: list = []
         # the draws are keyed by (stream, seed, family, delivery): the same numbers under every profile
         prefix = key_prefix(task.stream, seed)  # the memos of this (task, seed)'s draws are keyed by it
-        self.draws = _draws(prefix)
-        self.deliveries = deliver(_log_specs(task), task.stream, seed, profile, self.firings, memo=self.draws)
+        self.draw = _draws(prefix)
+        self.deliveries = deliver(_log_specs(task), self.draw, profile, self.firings)
         self.counts = dict.fromkeys(C.FAMILIES, 0)  # firings by family, for `World.fired`
         for fam, _ in self.firings:
             self.counts[fam] += 1
@@ -182,11 +182,11 @@ def stale_draw(draw: Keyed, intensity: float, system: str, n: int) -> tuple[int,
 
 @memoised("sim.world.draws", keys="the key prefix (unit stream, seed): the fault draws of every profile's bases "
           "and captures", bound=4096)
-def _draws(prefix: str) -> dict:
-    """The fault draws asked under a key prefix (`rng.key_prefix(stream, seed)`), by the text after it
-    (`Keyed`'s memo), shared by every fault profile's base: the ablation's arms ask the same keys. Keyed by the
-    prefix's text, not (stream, seed): seeds 1 and 1.0 are equal but draw different numbers."""
-    return {}
+def _draws(prefix: str) -> Keyed:
+    """The keyed fault draws under a key prefix (`rng.key_prefix(stream, seed)`), remembered by the text after
+    it (`Keyed`'s memo) and shared by every fault profile's base: the ablation's arms ask the same keys. Keyed by
+    the prefix's text, not (stream, seed): seeds 1 and 1.0 are equal but draw different numbers."""
+    return Keyed.after(prefix, memo={})
 
 
 @memoised("sim.world.stale_draws", keys="(the key prefix (unit stream, seed), intensity): (lag, firing) of each "
@@ -208,8 +208,7 @@ def _capture_deliveries(task: Task, seed: int, profile: FaultProfile, n: int, ke
     cap = agent_capture(task, n, key, t)
     specs = event_specs(task, capture_events(cap), cap.id)
     firings: list = []
-    new = deliver(specs, task.stream, seed, profile, firings, seq_start=seq_start,
-                  memo=_draws(key_prefix(task.stream, seed)))
+    new = deliver(specs, _draws(key_prefix(task.stream, seed)), profile, firings, seq_start=seq_start)
     return tuple(specs), tuple(new), tuple(firings)
 
 

@@ -8,6 +8,7 @@ import finbench as fb
 from finbench.sim import world as W
 from finbench.sim.faults import deliver
 from finbench.sim.play import play
+from finbench.sim.rng import Keyed
 
 TASKS = fb.make_corpus(n_tasks=12).tasks
 PROFILES = [fb.FaultProfile.default(), fb.FaultProfile.only("reorder", "duplicate", intensity=0.9),
@@ -27,7 +28,7 @@ def _afresh(task, seed, profile, captures) -> tuple[list, list, list]:
         cap = W.agent_capture(task, n, key, t)
         specs = W.event_specs(task, W.capture_events(cap), cap.id)
         ids += [s.id for s in specs]
-        out += deliver(specs, task.stream, seed, profile, firings, seq_start=n_before + len(out))
+        out += deliver(specs, Keyed(task.stream, seed), profile, firings, seq_start=n_before + len(out))
     return ids, out, firings
 
 

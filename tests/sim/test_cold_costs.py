@@ -161,9 +161,9 @@ def test_an_unfaultable_ledger_settlement_is_never_half_committed():
     event = SimpleNamespace(t=200, kind="capture_settled")
     spec = Spec("cap-1:terminal:ledger", "ledger", event, "base", 201, faultable=False)
     fired: list = []
-    out = deliver([spec], "s", 0, FaultProfile.only("partial_commit", intensity=1.0), fired)
+    out = deliver([spec], Keyed("s", 0), FaultProfile.only("partial_commit", intensity=1.0), fired)
     assert [d.partial for d in out] == [False] and fired == []
-    out = deliver([dataclasses.replace(spec, faultable=True)], "s", 0,
+    out = deliver([dataclasses.replace(spec, faultable=True)], Keyed("s", 0),
                   FaultProfile.only("partial_commit", intensity=1.0), fired)
     assert [d.partial for d in out] == [True] and fired == [("partial_commit", spec.id)]
 

@@ -20,7 +20,7 @@ from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import batch_mode, play, trusted
 from finbench.grading import CHECKS, grade_trace
 from finbench.agents.policies import SOP, Policy, Routine
-from finbench.sim.rng import Keyed, integer, uniform
+from finbench.sim.rng import Keyed, integer, key_prefix, uniform
 from finbench.running.episode import episode_contract, grade_episode
 
 CORPUS = fb.make_corpus(n_tasks=60)
@@ -176,6 +176,41 @@ def test_public_step_still_validates(tool, args, error):
     assert env.actions[-1][2] == args and env.actions[-1][2] is not args
 
 
+class _OneDict:
+    """A user's policy that hands out one argument dict, edited in place at every call (and a dict
+    subclass, which the keyword call reads as a mapping)."""
+
+    name = "one_dict"
+
+    class Args(dict):
+        pass
+
+    def begin(self, brief):
+        self.order, self.args, self.n = brief["order_id"], self.Args(), 0
+
+    def act(self, obs):
+        self.n += 1
+        self.args.clear()
+        self.args["order_id"] = self.order
+        if self.n < 4:
+            self.args["ticks"] = 10 * self.n
+            return "wait", self.args
+        return ("read_erp" if self.n < 6 else "escalate"), self.args
+
+
+def test_play_copies_a_users_arguments_as_the_keyword_call_does():
+    task = TASKS[0]
+    env = play(FinalityEnv(task, 0), _OneDict())
+    args = [a for _, _, a, _ in env.actions]
+    assert [a.get("ticks") for a in args] == [10, 20, 30, None, None, None]
+    assert all(type(a) is dict for a in args) and len({id(a) for a in args}) == len(args)
+    by_hand = FinalityEnv(task, 0)
+    by_hand.reset()
+    for _, tool, a, _ in env.actions:
+        by_hand.step(tool, **a)
+    assert by_hand.actions == env.actions
+
+
 def test_fast_path_hands_the_unexpected_to_the_checked_path():
     """It trusts a built-in's arguments, but not the tool, the order or an open case."""
     task = TASKS[0]
@@ -216,7 +251,9 @@ def test_keyed_draws_are_the_plain_draws():
         stream, seed = f"s/{rnd.randrange(4)}", rnd.randrange(3)  # few prefixes: their memos are asked again
         family, did = rnd.choice(C.FAMILIES), f"cap-{rnd.randrange(9)}:terminal:{rnd.choice(C.SYSTEMS)}"
         memo = memos.setdefault((stream, seed), {})
-        for keyed in (Keyed(stream, seed), Keyed(stream, seed, memo=memo)):
+        after = Keyed.after(key_prefix(stream, seed), memo=memo)  # the prefix given as its text
+        assert after.prefix == Keyed(stream, seed).prefix and after.memo is memo
+        for keyed in (Keyed(stream, seed), Keyed(stream, seed, memo=memo), after):
             assert keyed.pair(family, did) == uniform(stream, seed, family, did)
             assert keyed.uniform(family, did, 3) == uniform(stream, seed, family, did, 3)
             assert keyed.integer(30, 180, family, did) == integer(30, 180, stream, seed, family, did)

@@ -60,8 +60,8 @@ def test_each_family_fires_by_its_own_draw_strictly_below_the_intensity(family):
     spec = Spec("A", "ledger", SimpleNamespace(t=10, kind="capture_settled"), "g", 15)
     u = Keyed("stream", 7).uniform(family, "A")
     fired, quiet = [], []
-    out = deliver([spec], "stream", 7, FaultProfile(math.nextafter(u, 1.0), {family}), fired)
-    deliver([spec], "stream", 7, FaultProfile(u, {family}), quiet)
+    out = deliver([spec], Keyed("stream", 7), FaultProfile(math.nextafter(u, 1.0), {family}), fired)
+    deliver([spec], Keyed("stream", 7), FaultProfile(u, {family}), quiet)
     assert (fired, quiet) == ([(family, "A")], [])
     if family == "partial_commit":
         assert out[0].partial is True
@@ -70,7 +70,7 @@ def test_each_family_fires_by_its_own_draw_strictly_below_the_intensity(family):
 def test_deliveries_are_numbered_named_and_grouped_as_specified():
     specs = [_spec("A", "ledger", 10, 100), Spec("B", "ledger", SimpleNamespace(t=10, kind="capture_settled"), "h",
                                                  110, copy_gap=100, partial=True)]
-    out = deliver(specs, "s", 0, FaultProfile(1.0, {"reorder"}), [], seq_start=5)
+    out = deliver(specs, Keyed("s", 0), FaultProfile(1.0, {"reorder"}), [], seq_start=5)
     # A and B come from two origins: never exchanged; B's copy is a plain delivery named after it
     assert [(d.id, d.arrival, d.seq, d.group, d.partial) for d in out] == [
         ("A", 100, 5, "g", False), ("B", 110, 6, "h", True), ("B#copy1", 210, 7, "h", False)]
@@ -86,11 +86,11 @@ def test_only_a_ledger_settlement_can_commit_partially():
     every = FaultProfile(1.0, {"partial_commit"})
     for system, kind in [("ledger", "capture_submitted"), ("bank", "capture_settled")]:
         firings = []
-        out = deliver([Spec("A", system, SimpleNamespace(t=10, kind=kind), "g", 15)], "s", 0, every, firings)
+        out = deliver([Spec("A", system, SimpleNamespace(t=10, kind=kind), "g", 15)], Keyed("s", 0), every, firings)
         assert firings == [] and not out[0].partial
     already = Spec("A", "ledger", SimpleNamespace(t=10, kind="capture_settled"), "g", 15, partial=True)
     firings = []
-    assert deliver([already], "s", 0, every, firings)[0].partial and firings == []
+    assert deliver([already], Keyed("s", 0), every, firings)[0].partial and firings == []
 
 
 IDS = ["A", "B", "C", "D", "E"]
@@ -99,9 +99,9 @@ IDS = ["A", "B", "C", "D", "E"]
 def test_a_delay_and_a_duplicate_gap_are_drawn_per_delivery():
     draw = Keyed("stream", 7)
     specs = [_spec(i, "ledger", 10, 15) for i in IDS]
-    delayed = deliver(specs, "stream", 7, FaultProfile(1.0, {"delay"}), [])
+    delayed = deliver(specs, Keyed("stream", 7), FaultProfile(1.0, {"delay"}), [])
     assert [d.arrival for d in delayed] == [15 + draw.integer(*C.DELAY_RANGE, "delay-by", i) for i in IDS]
-    doubled = deliver(specs, "stream", 7, FaultProfile(1.0, {"duplicate"}), [])
+    doubled = deliver(specs, Keyed("stream", 7), FaultProfile(1.0, {"duplicate"}), [])
     assert [d.arrival for d in doubled] == [t for i in IDS
                                             for t in (15, 15 + draw.integer(*C.DUPLICATE_GAP, "duplicate-gap", i))]
 
@@ -110,13 +110,13 @@ def test_reorder_never_shows_an_event_before_its_system_can():
     every = FaultProfile(1.0, {"reorder"})
     # the bank posts an event strictly after its tick: B (event at 60) cannot move onto the 60 batch
     assert [d.arrival for d in deliver([_spec("A", "bank", 50, 50), _spec("B", "bank", 60, 60)],
-                                       "s", 0, every, [])] == [60, 120]
+                                       Keyed("s", 0), every, [])] == [60, 120]
     # ... and can move onto the 120 batch when its event is at 119
     assert [d.arrival for d in deliver([_spec("A", "bank", 100, 100), _spec("B", "bank", 119, 125)],
-                                       "s", 0, every, [])] == [180, 120]
+                                       Keyed("s", 0), every, [])] == [180, 120]
     # the ledger shows an event at its own tick: B (event at 100) may move onto 100
     assert [d.arrival for d in deliver([_spec("A", "ledger", 90, 100), _spec("B", "ledger", 100, 105)],
-                                       "s", 0, every, [])] == [105, 100]
+                                       Keyed("s", 0), every, [])] == [105, 100]
 
 
 def _lane(*arrivals, earliest=0, group="g", system="ledger"):
