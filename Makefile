@@ -101,7 +101,7 @@ else
 		|| grep -q "nothing matches" mutants/prepare.log || { cat mutants/prepare.log; exit 1; }
 	$(MUTMUT) run --max-children $(MUTATE_JOBS) $$($(PY) scripts/mutation_sample.py $(MUTATE_SAMPLE) $(MUTATE))
 endif
-	$(PY) scripts/mutation_report.py
+	$(PY) scripts/mutation_report.py $(if $(MUTATE),--measured $(MUTATE),--measured-all)
 
 clean:
 	rm -rf build data/cache

@@ -16,7 +16,11 @@ was measured at; a survivor of such a row whose triage row is gone (its code del
 added that kills it) is left out and counted. A module never measured is listed as such.
 
 Run alone (`.venv/bin/python scripts/mutation_report.py`) to rewrite the page from the
-last results without running anything.
+last results without running anything. `make mutate` says what its run measured
+(`--measured MODULE...`, the paths or folders of `MUTATE`; `--measured-all`): only those rows
+are stamped with this commit; any other row keeps the commit the page said it was measured
+at (mutmut keeps an unchanged function's results between runs, and drops a changed one's,
+which then count as not checked).
 """
 from __future__ import annotations
 
@@ -149,7 +153,15 @@ def previous() -> dict[str, dict]:
             if "counts" in v and v["total"] - v["counts"]["not checked"] > 0}
 
 
+def measured_now(args: list[str]) -> set[str] | None:
+    """The modules (paths or folders) this run measured: None for all; empty when none was run."""
+    if args[:1] == ["--measured-all"]:
+        return None
+    return {a.rstrip("/") for a in args[1:]} if args[:1] == ["--measured"] else set()
+
+
 def main() -> None:
+    now = measured_now(sys.argv[1:])
     source_paths, patterns, selection = config()
     mods = modules(source_paths, patterns)
     notes = triage()
@@ -169,6 +181,8 @@ def main() -> None:
         c = Counter(status(v) for v in codes.values())
         n = sum(c.values())
         at = (head or "?") + ("*" if git("status", "--porcelain", "--", mod) else "")
+        if now is not None and mod in last and not any(mod == m or mod.startswith(m + "/") for m in now):
+            at = last[mod]["at"]  # results of an earlier run, kept by mutmut: stamped as the page had them
         if n - c["not checked"] == 0 and mod in last:  # not measured here: the page's last report of it
             c, n, at = Counter(last[mod]["counts"]), last[mod]["total"], last[mod]["at"]
             carried[mod] = last[mod]["rows"]

@@ -9,6 +9,7 @@ import sys
 import time
 from collections import UserString
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given
@@ -84,6 +85,7 @@ BAD = [
     ("policy-returns-string", lambda: fb.run_episode(TASK, Answers("ship")), PolicyError, r"policy 'answers' at step 1 .* returned 'ship'"),
     ("policy-returns-3-tuple", lambda: fb.run_episode(TASK, Answers(("ship", {}, 1))), PolicyError, r"returned \('ship', \{\}, 1\)"),
     ("policy-returns-list-args", lambda: fb.run_episode(TASK, Answers(("ship", ["ord"]))), PolicyError, r"returned \('ship', \['ord'\]\)"),
+    ("policy-returns-a-mapping-not-a-dict", lambda: fb.run_episode(TASK, Answers(("ship", MappingProxyType({"order_id": TASK.order_id})))), PolicyError, r"policy 'answers' at step 1 .* must return \(tool, args\)"),
     ("policy-returns-a-key-that-only-equals-a-name", lambda: fb.run_episode(TASK, Answers(("ship", {UserString("order_id"): "x"}))), PolicyError, r"policy 'answers' at step 1 .* must return \(tool, args\)"),
     ("policy-not-a-policy", lambda: fb.evaluate(TINY, [42], cache=False), PolicyError, r"not a policy: 42"),
 ]
@@ -113,6 +115,67 @@ def test_legal_inputs_give_correct_results():
     v = fb.grade_trace([{"kind": "effect", "seq": 1, "op": "refund", "order": "A", "amount": 10**400,
                          "key": "K", "receipt": "R", "new_effect": True}], fb.Contract("A", 50))
     assert v.verdict == "unscorable"  # a record the grader cannot read is missing evidence, never a crash
+
+
+class _Pair(tuple):
+    pass
+
+
+class _Args(dict):
+    pass
+
+
+class _Name(str):
+    pass
+
+
+class Shaped:
+    """A user's policy that waits twice, reads the ledger, then escalates, answering each call in the shape
+    `shape(tool, args)` gives it."""
+
+    name = "shaped"
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def begin(self, brief):
+        self.order, self.n = brief["order_id"], 0
+
+    def act(self, obs):
+        self.n += 1
+        if self.n < 3:
+            return self.shape("wait", {"order_id": self.order, "ticks": 30})
+        return self.shape("read_ledger" if self.n == 3 else "escalate", {"order_id": self.order})
+
+
+SHAPES = {
+    "list": lambda tool, args: [tool, args],
+    "tuple-subclass": lambda tool, args: _Pair((tool, args)),
+    "dict-subclass": lambda tool, args: (tool, _Args(args)),
+    "str-subclass-names": lambda tool, args: (tool, {_Name(k): v for k, v in args.items()}),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+def test_an_answer_of_any_tuple_or_list_and_any_dict_plays_as_the_plain_one(shape):
+    """`act` may answer a tuple or list of two, a tool name and a dict (a subclass too) whose keys are strings (a
+    str subclass too), as `step(tool, **args)` takes them: the episode is the plain tuple and dict's, and every
+    call's arguments are a plain dict of its own."""
+    res = fb.run_episode(TASK, Shaped(shape))
+    o = TASK.order_id
+    assert [(t, tool, a) for t, tool, a, _ in res.actions] == [
+        (C.HANDOVER, "wait", {"order_id": o, "ticks": 30}), (C.HANDOVER + 30, "wait", {"order_id": o, "ticks": 30}),
+        (C.HANDOVER + 60, "read_ledger", {"order_id": o}), (C.HANDOVER + 61, "escalate", {"order_id": o})]
+    assert all(type(a) is dict for _, _, a, _ in res.actions) and res.disposition == "escalate"
+    assert res == fb.run_episode(TASK, Shaped(lambda tool, args: (tool, args)))
+
+
+def test_an_answer_with_none_for_arguments_is_a_call_without_any():
+    """`(tool, None)` is a call without arguments: a well-shaped call, so a missing order is an error observation
+    that costs a tick and a call, until the budget runs out."""
+    res = fb.run_episode(TASK, Answers(("read_erp", None)))
+    assert len(res.actions) == fb.Costs().step_budget == 40 and res.disposition == "close"
+    assert all(a == {} and "missing argument(s) order_id" in obs["error"] for _, _, a, obs in res.actions)
 
 
 # --- the grader cannot be hung -------------------------------------------------------------

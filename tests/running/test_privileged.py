@@ -1,6 +1,8 @@
 """A user's policy that asks for the resolution is marked privileged and never compared as unprivileged (issue 18)."""
 from __future__ import annotations
 
+import functools
+
 import finbench as fb
 from finbench.experiments import headline, twins
 
@@ -24,6 +26,41 @@ class Peeker:
 class Honest(Peeker):
     name = "honest"
     privileged = False
+
+
+class Wrapped(Peeker):
+    """A Peeker whose begin is no method but another callable taking (brief, resolution): a partial."""
+
+    name = "wrapped"
+
+    def __init__(self):
+        self.begin = functools.partial(Peeker.begin, self)
+
+
+def _begin(self, brief, resolution=None):
+    Peeker.begin(self, brief, resolution)
+
+
+_begin.__module__ = None  # as code run by exec without a module name makes it
+
+
+class Nameless(Peeker):
+    """A Peeker whose begin method's function names no module."""
+
+    name = "nameless"
+    begin = _begin
+
+
+def test_a_told_policy_is_told_whatever_callable_its_begin_is():
+    """A privileged policy's `begin` may be any callable that takes (brief, resolution), not only a method of a
+    class in a module."""
+    settled = [t for t in SMALL.tasks if t.outcome == "settled"]
+    failed = [t for t in SMALL.tasks if t.outcome != "settled"]
+    assert settled and failed
+    for task in settled[:2] + failed[:2]:
+        for policy in (Wrapped(), Nameless()):  # a partial; a method whose function names no module
+            res = fb.run_episode(task, policy)
+            assert res.privileged and res.disposition == ("ship" if task in settled else "write_off")
 
 
 def test_rows_of_a_told_policy_are_marked():

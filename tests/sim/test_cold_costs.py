@@ -15,7 +15,7 @@ from finbench.sim.env import FinalityEnv
 from finbench.sim.faults import Delivery, FaultProfile, Spec, deliver
 from finbench.sim.rng import Keyed, uniform
 from finbench.sim.tools import TOOLS, tool_costs, tool_ticks
-from finbench.sim.world import World, _lanes, base_world
+from finbench.sim.world import World, _lanes, _log_specs, base_world
 
 TASKS = fb.make_corpus(n_tasks=18).tasks
 
@@ -145,6 +145,28 @@ def test_draws_of_equal_seeds_of_different_text_are_kept_apart():
     assert seen(1.0) == fresh
     assert Keyed(task.stream, 1.0).pair("loss", "x") == uniform(task.stream, 1.0, "loss", "x") != \
         uniform(task.stream, 1, "loss", "x")
+
+
+def test_one_keyed_stream_per_unit_and_seed_serves_every_profile_and_every_capture():
+    """The fault draws of one (unit stream, seed) are one memoised keyed stream (`Base.draw`), the same under
+    every fault profile: each profile's base and each agent capture's deliveries draw through it, so a draw asked
+    once is remembered for all of them. What it remembers is the plain keyed draw; another seed has its own."""
+    fb.clear_caches()
+    task = TASKS[5]
+    base = base_world(task, 3, FaultProfile.default())
+    other = base_world(task, 3, FaultProfile.only("loss", "duplicate", intensity=0.9))
+    draw = base.draw
+    assert other is not base and other.draw is draw and base_world(task, 4, FaultProfile.default()).draw is not draw
+    assert draw.prefix == f"{task.stream}\x1f3\x1f"
+    # the loss of every faultable delivery of the log is drawn first, under both profiles
+    logged = {"loss\x1f" + s.id for s in _log_specs(task) if s.faultable and not s.drop}
+    assert logged and logged <= set(draw.memo)
+    world = World(task, 3, FaultProfile.default())
+    world.add_capture("k-mine", 200)
+    captured = {"loss\x1f" + s.id for s in world.extra_specs if s.faultable}
+    assert captured and not captured & logged and captured <= set(draw.memo)
+    assert all(u == uniform(task.stream, 3, *rest.split("\x1f")) for rest, u in draw.memo.items())
+    fb.clear_caches()
 
 
 def test_the_usual_call_stops_the_clock_at_the_horizon():

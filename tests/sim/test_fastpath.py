@@ -163,6 +163,7 @@ def test_results_of_the_fast_path_own_their_observations():
     ("wait", {"order_id": "X", "ticks": True}, "ticks must be"),
     ("wait", {"order_id": "X"}, "missing argument"),
     ("read_bank", {"order_id": "X", "extra": 1}, "unexpected argument"),
+    ("read_bank", {"ORDER_ID": "X"}, "unexpected argument"),  # one argument, as the usual call, but misnamed
     ("retry_capture", {"order_id": "X", "idempotency_key": ""}, "non-empty"),
     ("ship", {"order_id": "ord-nope"}, "unknown order"),
 ])
@@ -258,6 +259,21 @@ def test_keyed_draws_are_the_plain_draws():
             assert keyed.uniform(family, did, 3) == uniform(stream, seed, family, did, 3)
             assert keyed.integer(30, 180, family, did) == integer(30, 180, stream, seed, family, did)
     assert len(memos) == 12 and all(memos.values())
+
+
+def test_a_keyed_memo_holds_each_draw_under_the_text_after_the_prefix():
+    """`Keyed(*parts, memo=m)` and `Keyed.after(key_prefix(*parts), m)`: the prefix is the key text the draws
+    begin with (each part's text, then the separator), and a draw is remembered in `m` under the text after it
+    (the family, the separator, the delivery id), so a repeat is answered from `m`, whichever of the two asks."""
+    text = "s/1\x1f2\x1f"  # = key_prefix("s/1", 2), spelled out
+    assert Keyed("s/1", 2).prefix == text and Keyed.after(text).prefix == text
+    for make in (lambda memo: Keyed("s/1", 2, memo=memo), lambda memo: Keyed.after(text, memo)):
+        memo = {}
+        keyed = make(memo)
+        u = keyed.pair("loss", "cap-2:terminal:ledger")
+        assert memo == {"loss\x1fcap-2:terminal:ledger": u} and u == uniform("s/1", 2, "loss", "cap-2:terminal:ledger")
+        memo["loss\x1fcap-3:terminal:bank"] = 0.25  # a remembered draw is the memo's, not drawn again
+        assert keyed.pair("loss", "cap-3:terminal:bank") == 0.25
 
 
 def test_memoised_stale_reads_are_the_keyed_draws():

@@ -14,7 +14,7 @@ import pytest
 from finbench.errors import FinbenchError
 from finbench.sim import constants as C
 from finbench.sim.faults import Delivery, FaultProfile, Spec, _reorder, deliver, nominal_arrival, posted_at
-from finbench.sim.rng import Keyed
+from finbench.sim.rng import Keyed, uniform
 
 
 
@@ -117,6 +117,20 @@ def test_reorder_never_shows_an_event_before_its_system_can():
     # the ledger shows an event at its own tick: B (event at 100) may move onto 100
     assert [d.arrival for d in deliver([_spec("A", "ledger", 90, 100), _spec("B", "ledger", 100, 105)],
                                        Keyed("s", 0), every, [])] == [105, 100]
+
+
+def test_deliver_asks_every_draw_of_the_stream_it_is_given_the_exchange_of_a_pair_included():
+    """`deliver(specs, draw, ...)` draws through `draw` (the text after its prefix: family, then the delivery
+    ids): the world hands it one memoised stream per (unit, seed), so a draw remembered there is the draw, for
+    the loss of a delivery as for the exchange of two, and a draw asked afresh is remembered there."""
+    specs = [_spec("A", "ledger", 90, 100), _spec("B", "ledger", 100, 105)]  # adjacent, B may move onto 100
+    p = 1e-9
+    assert min(uniform("s", 0, "loss", "A"), uniform("s", 0, "loss", "B"), uniform("s", 0, "reorder", "A", "B")) > p
+    memo = {"loss\x1fA": 0.5, "reorder\x1fA\x1fB": 0.0}  # A kept, the pair exchanged; B's loss not asked yet
+    firings = []
+    out = deliver(specs, Keyed("s", 0, memo=memo), FaultProfile(p, {"loss", "reorder"}), firings)
+    assert [(d.id, d.arrival) for d in out] == [("A", 105), ("B", 100)] and firings == [("reorder", ("A", "B"))]
+    assert memo == {"loss\x1fA": 0.5, "reorder\x1fA\x1fB": 0.0, "loss\x1fB": uniform("s", 0, "loss", "B")}
 
 
 def _lane(*arrivals, earliest=0, group="g", system="ledger"):
