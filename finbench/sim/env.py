@@ -248,9 +248,10 @@ class FinalityEnv:
         if self.done:
             return {"t": self.now, "tool": tool, "error": "the case is closed", "done": True}
         err = validate(tool, args)
-        if err is None and tool == "retry_capture" and args["idempotency_key"].__class__ is not str:
-            # a str subclass is a plain string here: what it hashes to or equals cannot reach the world's memos
-            args["idempotency_key"] = str.__str__(args["idempotency_key"])
+        # a str subclass is the plain string it spells: what it equals or hashes to cannot pick an order or reach a memo
+        for name in ("order_id", "idempotency_key") if err is None else ():
+            if args.get(name, "").__class__ is not str:
+                args[name] = str.__str__(args[name])
         order = args.get("order_id")
         if err is None and order not in (task.order_id, task.other_order_id):
             err = f"{tool}: unknown order {order!r}"

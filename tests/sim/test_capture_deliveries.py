@@ -107,3 +107,17 @@ def test_a_key_of_a_str_subclass_plays_as_the_plain_string(kind):
     assert all(c.key.__class__ is str for c in env.world.captures)
     assert [r[1] for r in env.replays] == ["mine-0"] and env.replays[0][1].__class__ is str
     fb.clear_caches()
+
+
+@pytest.mark.parametrize("kind", [_Unhashable, _AlwaysEqual, str])
+def test_an_order_id_of_a_str_subclass_plays_as_the_plain_string(kind):
+    """An order id is taken as the plain string it spells, as a key is: one that equals anything names the order
+    it spells (never the other order for it), and one that cannot be hashed is no error; the calls recorded hold
+    plain strings."""
+    task = TASKS[5]
+    env = fb.FinalityEnv(task, 2)
+    order = env.reset()["order_id"]
+    assert env.step("read_erp", order_id=kind(task.other_order_id))["result"]["order_id"] == task.other_order_id
+    obs = env.step("ship", order_id=kind(order))
+    assert obs["result"] == {"order_id": order, "disposition": "ship"} and env.disposition == "ship"
+    assert env.other_effects == [] and [a[2]["order_id"].__class__ for a in env.actions] == [str, str]

@@ -166,6 +166,8 @@ def test_results_of_the_fast_path_own_their_observations():
     ("read_bank", {"ORDER_ID": "X"}, "unexpected argument"),  # one argument, as the usual call, but misnamed
     ("retry_capture", {"order_id": "X", "idempotency_key": ""}, "non-empty"),
     ("ship", {"order_id": "ord-nope"}, "unknown order"),
+    ("ship", {"order_id": 5}, "order_id must be a string"),  # refused as it is: not taken as text
+    ("retry_capture", {"order_id": "X", "idempotency_key": 7}, "idempotency_key must be a non-empty string"),
 ])
 def test_public_step_still_validates(tool, args, error):
     task = TASKS[0]
