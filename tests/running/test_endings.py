@@ -10,6 +10,7 @@ import finbench as fb
 from finbench.agents.registry import as_ref
 from finbench.running import endings, evaluation as E
 from finbench.running.episode import grade_episode
+from finbench.sim import constants as C
 
 TASKS = fb.make_corpus(n_tasks=48).tasks
 COLS = E.COLUMNS
@@ -168,4 +169,32 @@ def test_a_chunk_played_again_settles_nothing_again(monkeypatch):
     monkeypatch.setattr(E.FinalityEnv, "outcome", lambda self: settled.append(1) or real(self))
     again = E.run_chunk(TASKS[:10], refs, [0], fb.FaultProfile.default(), fb.Costs())
     assert again == first and settled == []
+    fb.clear_caches()
+
+
+def test_a_capture_the_agent_made_keys_its_ending_under_the_loggers_self_test():
+    """Under `double_effect` (the logger's self-test) a retry under the original key charges again with no replay
+    and no irreversible tick: only the new capture tells that episode from one that waited a tick instead, and
+    the memo must not answer either with the other's row."""
+    checked = 0
+    for task in TASKS[:6]:
+        envs = []
+        for tool, args in (("retry_capture", {"idempotency_key": C.ORIGINAL_KEY}), ("wait", {"ticks": 1})):
+            env = fb.FinalityEnv(task, 0, double_effect=True)
+            order = env.reset()["order_id"]
+            env.step(tool, order_id=order, **args)
+            env.step("escalate", order_id=order)
+            envs.append(env)
+        charged, waited = envs
+        assert len(charged.world.captures) == 2 and charged.disposition_t == waited.disposition_t
+        fresh = []
+        for env in envs:
+            fb.clear_caches()
+            fresh.append(endings.ended(env))
+        if fresh[0] == fresh[1]:
+            continue
+        fb.clear_caches()
+        assert [endings.ended(charged), endings.ended(waited)] == fresh
+        checked += 1
+    assert checked
     fb.clear_caches()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import finbench as fb
 from finbench.sim import constants as C
-from finbench.sim.world import World
+from finbench.sim.world import Capture, World
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = st.builds(lambda fams, p: fb.FaultProfile(p, frozenset(fams)),
@@ -237,3 +237,9 @@ def test_bank_posts_at_the_next_boundary_strictly_after(determined_at, posts):
     w = World(task, 0, fb.FaultProfile.none())
     assert w.view("bank", posts - 1)["lines"] == []
     assert [ln["posted_at"] for ln in w.view("bank", posts)["lines"]] == [posts]
+
+
+def test_a_capture_is_unknown_until_its_terminal_tick():
+    """`Capture.status(t)`: its outcome from the tick it resolves at, `unknown` before."""
+    cap = Capture("cap-1", "key-1", 10.0, 10, 300, "failed")
+    assert [cap.status(t) for t in (10, 299, 300, 301)] == ["unknown", "unknown", "failed", "failed"]
