@@ -155,9 +155,13 @@ def previous() -> dict[str, dict]:
 
 def measured_now(args: list[str]) -> set[str] | None:
     """The modules (paths or folders) this run measured: None for all; empty when none was run."""
-    if args[:1] == ["--measured-all"]:
+    if args == ["--measured-all"]:
         return None
-    return {a.rstrip("/") for a in args[1:]} if args[:1] == ["--measured"] else set()
+    if args[:1] == ["--measured"] and len(args) > 1:
+        return {a.rstrip("/") for a in args[1:]}
+    if args:
+        sys.exit(f"mutation_report.py: expected no argument, --measured-all, or --measured MODULE..., got {args}")
+    return set()
 
 
 def main() -> None:
