@@ -158,8 +158,7 @@ class FinalityEnv:
             "calls_left": self.calls_left,
             "capture": {"id": C.ORIGINAL_CAPTURE, "key": C.ORIGINAL_KEY, "submitted_at": C.CAPTURE_AT},
             "customer_orders": [task.other_order_id],
-            "tool_ticks": {"read": self.costs.read_ticks, "probe_processor": self.costs.probe_ticks,
-                           "other": 1},
+            "tool_ticks": {"read": self.costs.read_ticks, "probe_processor": self.costs.probe_ticks, "other": 1},
             "seed": self.seed,
         }
 
@@ -236,7 +235,7 @@ class FinalityEnv:
             raise RuntimeError("call reset() before step()")
         task = self.task
         if (tool.__class__ is str and tool in ORDER_ONLY and len(args) == 1 and not self.done
-                and args.get("order_id").__class__ is str and args["order_id"] == task.order_id):
+                and (order := args.get("order_id")).__class__ is str and order == task.order_id):
             # the usual call (a tool taking only the order, on the case order) passes every check below
             t = self.now + self._ticks[tool]
             if t > C.HORIZON:
@@ -354,11 +353,12 @@ class FinalityEnv:
         either runs out, and record the observation `{t, tool, result|error, calls_left[, note], done}`."""
         issued, self.now = self.now, t
         left = self.calls_left = self.calls_left - 1
-        obs = {"t": t, "tool": tool, outcome: body, "calls_left": left}
-        if not self.done and (left <= 0 or t >= C.HORIZON):
+        if self.done or (left > 0 and t < C.HORIZON):
+            obs = {"t": t, "tool": tool, outcome: body, "calls_left": left, "done": self.done}
+        else:  # the budget or the clock ran out: the case closes itself
             self._dispose("close", t)
-            obs["note"] = "call budget exhausted" if left <= 0 else "horizon reached"
-        obs["done"] = self.done
+            obs = {"t": t, "tool": tool, outcome: body, "calls_left": left,
+                   "note": "call budget exhausted" if left <= 0 else "horizon reached", "done": True}
         self._actions.append((issued, tool, args, obs))
         return obs
 

@@ -66,6 +66,7 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
         if close is not None:
             close()
         return env
+    call = env._step  # = env.step(tool, **args) on a copy of the policy's dict (not packed twice)
     step = 0
     while not env.done:
         step += 1
@@ -74,8 +75,16 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
         except Exception as exc:
             exc.add_note(f"raised by policy {policy_name(policy)!r}.act at step {step} (t={env.now})")
             raise
+        if answer.__class__ is tuple and len(answer) == 2 and answer[1].__class__ is dict:
+            # the usual answer, told here at every call; anything else is `_checked_answer`'s
+            for k in answer[1]:
+                if k.__class__ is not str:
+                    break
+            else:
+                obs = call(answer[0], {**answer[1]})
+                continue
         tool, args = _checked_answer(policy, answer, step, env.now)
-        obs = env._step(tool, {**args})  # = env.step(tool, **args): the policy's dict copied, not packed twice
+        obs = call(tool, {**args})
     return env
 
 

@@ -201,9 +201,16 @@ class _OneDict:
         return ("read_erp" if self.n < 6 else "escalate"), self.args
 
 
-def test_play_copies_a_users_arguments_as_the_keyword_call_does():
+class _OnePlainDict(_OneDict):
+    """`_OneDict` with a plain dict, which `play` takes without asking `_checked_answer`."""
+
+    Args = dict
+
+
+@pytest.mark.parametrize("policy", [_OneDict, _OnePlainDict])
+def test_play_copies_a_users_arguments_as_the_keyword_call_does(policy):
     task = TASKS[0]
-    env = play(FinalityEnv(task, 0), _OneDict())
+    env = play(FinalityEnv(task, 0), policy())
     args = [a for _, _, a, _ in env.actions]
     assert [a.get("ticks") for a in args] == [10, 20, 30, None, None, None]
     assert all(type(a) is dict for a in args) and len({id(a) for a in args}) == len(args)
