@@ -102,13 +102,12 @@ def _drawer(head, memo: dict | None):
     """`Keyed.at` for the hash state `head` after the prefix: a closure, its lookups bound once (a fault
     world asks dozens of draws)."""
     copy, from_bytes = head.copy, int.from_bytes
-
-    def at(rest: str) -> float:
-        h = copy()  # = blake2b of the whole text: hashing is streamed
-        h.update(rest.encode())
-        return from_bytes(h.digest(), "big") * _SCALE
-
     if memo is None:
+        def at(rest: str) -> float:
+            h = copy()  # = blake2b of the whole text: hashing is streamed
+            h.update(rest.encode())
+            return from_bytes(h.digest(), "big") * _SCALE
+
         return at
     get = memo.get
 
