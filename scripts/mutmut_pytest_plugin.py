@@ -18,11 +18,20 @@ so a run collects a few test modules rather than the whole suite. Two things fol
   failure, so a mutant that a 20 ms rule-level test kills no longer waits for a 10 s
   backtest that happened to come first. The verdict is the same in any order; only the
   time to reach it changes.
+- A test that runs 20 times its clean duration (at least 10 s) under a mutant fails (see
+  pytest_runtest_call): a mutant can stop a loop from advancing (a user's policy that never
+  reads its observation is called again and again), and mutmut's own limit, 30 times the
+  selected tests' clean duration in CPU seconds, is most of an hour for a function that
+  half the suite reaches. Such a hang is the mutant's doing: failing the test kills it.
 """
 import json
+import signal
 from pathlib import Path
 
 import pytest
+
+_LIMITS: dict[str, float] = {}
+"""Each selected test's time limit under the mutant, in wall seconds (empty in the clean run)."""
 
 
 def pytest_configure(config):
@@ -46,6 +55,26 @@ def pytest_collection_modifyitems(session, config, items):
     duration = json.loads(stats.read_text()).get("duration_by_test", {})
     # stable: tests with equal (or unknown, counted last) durations keep pytest's order
     items.sort(key=lambda item: duration.get(item.nodeid, float("inf")))
+    _LIMITS.update({item.nodeid: max(10.0, 20 * duration[item.nodeid]) for item in items if item.nodeid in duration})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    limit = _LIMITS.get(item.nodeid)
+    if limit is None:
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeoutError(f"{item.nodeid} ran past {limit:.0f} s under the mutant (20 times its clean run)")
+
+    before = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def pytest_collectreport(report):
