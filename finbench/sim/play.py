@@ -118,14 +118,14 @@ def policy_name(policy) -> str:
 
 def _checked_answer(policy, answer, step: int, now: int) -> tuple[str, dict]:
     """`(tool, args)` from what a policy's `act` returned, or an error naming the policy and step."""
-    # `x.__class__ is T or isinstance(x, T)`: the usual answer (a tuple, a plain dict, str keys) is told at once
-    if (answer.__class__ is tuple or isinstance(answer, (tuple, list))) and len(answer) == 2:
+    # `play` tells the usual answer (a tuple, a plain dict, plain str keys) itself: here come the rest
+    if isinstance(answer, (tuple, list)) and len(answer) == 2:
         tool, args = answer
         if args is None:
             return tool, {}
-        if args.__class__ is dict or isinstance(args, dict):
+        if isinstance(args, dict):
             for k in args:
-                if k.__class__ is not str and not isinstance(k, str):
+                if not isinstance(k, str):
                     break
             else:  # `play` copies the arguments, as `step(tool, **args)` would: the policy keeps its dict
                 return tool, args
