@@ -152,6 +152,8 @@ class ReportCard:
         lines += [line for w in self.warnings(md=True) for line in (f"> **Warning.** {w}", "")]
         lines += [*(f"- {key}: {_md(value)}" for key, value in self.stamp().items()),
                   f"- its episodes: {_md(f['source']['text'])}", "",
+                  *([] if f.get("model") is None else
+                    ["## The model", "", *("- " + _md(line[2:]) for line in T.model_lines(f["model"])), ""]),
                   "## In one paragraph", "", self._headline(a), "",
                   f"## Table II: {a} beside the nine", "", t2.to_markdown(index=False), "",
                   f"Exact % and mean gap with 95% bootstrap intervals over units; pass^{k}: exact on all {k} seeds; "
@@ -329,6 +331,13 @@ class ReportCard:
             lines.append("loses most against the gate: " + "; ".join(
                 f"{x['task_id']} seed {x['seed']} {x['loss_vs_gate']:+.2f}" for x in f["examples"]))
         lines.append(f"its episodes: {f['source']['text']}")
+        m = f.get("model")
+        if m is not None:
+            lines.append(f"model: {m['requests']:,} requests ({m['retries']:,} retried, {m['rate_limited']:,} "
+                         f"answered 429/503), tokens {m['input_tokens']:,} in / {m['output_tokens']:,} out"
+                         + (" (estimated)" if m["tokens_estimated"] else "") + ", latency median "
+                         + ("-" if m["latency_median_s"] is None else f"{m['latency_median_s']:.3f} s, 90th "
+                            f"percentile {m['latency_p90_s']:.3f} s"))
         return "\n".join(lines)
 
     def as_json(self) -> dict:
@@ -393,7 +402,8 @@ def _meta(run: Run, agent: str) -> dict:
     return meta
 
 
-def card_of(run: Run, agent: str, rows: pd.DataFrame | None = None, spec: str | None = None) -> ReportCard:
+def card_of(run: Run, agent: str, rows: pd.DataFrame | None = None, spec: str | None = None,
+            model: dict | None = None) -> ReportCard:
     """The report card of the policy labelled `agent` in `run` (which must hold the finality gate).
 
     Args:
@@ -402,6 +412,9 @@ def card_of(run: Run, agent: str, rows: pd.DataFrame | None = None, spec: str | 
         rows: the run's episode rows, if already evaluated (else `run.evaluate()`).
         spec: how a command names the agent (PATH.py:NAME or module:NAME), for the commands that draw its
             episodes; None: a built-in's label, else the placeholder AGENT.
+        model: for a language model, what it is and what its run asked (`finbench.eval_cli.model_facts`:
+            name, endpoint, sampling, prompt hash, requests, tokens, latency, where its episodes came from);
+            card.json's `model` object (docs/card.md).
     """
     labels = run.labels
     if agent not in labels or GATE not in labels:
@@ -411,6 +424,9 @@ def card_of(run: Run, agent: str, rows: pd.DataFrame | None = None, spec: str | 
     t3 = t3.rename_axis(None, axis=1).rename_axis("policy").reset_index()
     t4 = twins.table4(rows, run) if rows["twin_side"].notna().any() else None
     facts = T.card_facts(rows, run, agent, GATE, spec)
+    if model is not None:
+        facts["model"] = model
+        facts["source"] = T.model_source(rows, agent, model)
     worst = facts["worst_pair"]
     eff = effects.effects_table(rows[rows["policy"].isin([agent, GATE])], run.corpus)
     lost = rows[rows["policy"] == agent]["task_id"].map({t.task_id: effects.payment_lost(t) for t in run.corpus})

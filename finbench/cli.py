@@ -60,6 +60,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grade.set_defaults(func=_cmd_grade, parser=grade)
     _add_eval(commands)
+    _add_mock_server(commands)
+    _add_inspect(commands)
     reproduce = commands.add_parser(
         "reproduce", help="run the notebooks headless: every table and figure (make reproduce)",
         description="Run the notebooks headless, full size, regenerating tables/ and figures/ (as make reproduce).")
@@ -318,6 +321,98 @@ def _out(text: str) -> Path:
     return path
 
 
+def _nonneg(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {show(text)}")
+    return n
+
+
+def _add_mock_server(commands) -> None:
+    srv = commands.add_parser(
+        "mock-server", help="serve a scripted model on 127.0.0.1 (OpenAI-compatible) to try the model path offline",
+        description="Serve an OpenAI-compatible chat-completions endpoint on 127.0.0.1 that plays a careful "
+                    "strategy from the conversation alone (probe, wait, ship when settled, one fresh-key retry after "
+                    "a confirmed failure, escalate near the deadline: finbench.agents.mock_server). It stops by "
+                    "itself after --idle-exit seconds without a request.")
+    srv.add_argument("--port", type=int, default=8765, help="the port (default: 8765; 0: any free port)")
+    srv.add_argument("--latency", type=float, default=0.25, metavar="SECONDS",
+                     help="seconds before each answer (default: 0.25)")
+    srv.add_argument("--max-in-flight", type=_count, default=None, metavar="K",
+                     help="answer 429 to a request that arrives while K are being answered (default: never)")
+    srv.add_argument("--max-messages", type=_count, default=None, metavar="N",
+                     help="refuse a conversation of more than N messages with a context-length 400 (default: never)")
+    srv.add_argument("--wording", choices=("vllm", "llamacpp"), default="vllm",
+                     help="whose words the context-length 400 uses (default: vllm)")
+    srv.add_argument("--no-usage", action="store_true", help="answers carry no token usage")
+    srv.add_argument("--idle-exit", type=float, default=600.0, metavar="SECONDS",
+                     help="stop after this long without a request (default: 600)")
+    srv.add_argument("--model", default="careful", help="the model name it lists (any name is answered)")
+    srv.set_defaults(func=_cmd_mock_server, parser=srv)
+
+
+def _cmd_mock_server(args: argparse.Namespace) -> int:
+    from finbench.agents.mock_server import main as serve  # lazy: `grade` loads no server
+
+    return serve(args)
+
+
+def _add_inspect(commands) -> None:
+    ins = commands.add_parser(
+        "inspect", help="play the benchmark through Inspect AI and exit 1 if any sample is left unscored",
+        description="Run the package's Inspect task (finbench/finbench: Table V's subset by default) with "
+                    "inspect_ai.eval, as `inspect eval finbench/finbench` does, then exit 1 naming every sample left "
+                    "without a score (a model error other than a context-length refusal, which closes and scores "
+                    "its sample) and 0 when every sample was scored. docs/inspect.md.")
+    ins.add_argument("--model", required=True, type=_text, help="Inspect's model name, e.g. openai-api/local/llama3.1")
+    ins.add_argument("--task", choices=("finbench", "table5"), default="finbench", help="the task (default: finbench)")
+    ins.add_argument("-T", dest="task_args", action="append", default=[], metavar="NAME=VALUE",
+                     help="a task argument, as Inspect takes it (YAML value): -T n_tasks=30 -T \"seeds=[0,1]\"")
+    ins.add_argument("--max-connections", type=_count, default=None, metavar="N",
+                     help="requests in flight at once (Inspect's default: 10)")
+    ins.add_argument("--limit", type=_count, default=None, metavar="N", help="the first N samples only")
+    ins.add_argument("--log-dir", default=None, metavar="DIR", help="where Inspect writes its log (default: ./logs)")
+    ins.set_defaults(func=_cmd_inspect, parser=ins)
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    import yaml  # lazy: as Inspect reads -T values
+
+    task_args = {}
+    for item in args.task_args:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            print(plain(f"finbench inspect: -T takes NAME=VALUE, got {show(item)}"), file=sys.stderr)
+            return EXIT_USAGE
+        task_args[name.strip()] = yaml.safe_load(value)
+    try:
+        from inspect_ai import eval as inspect_eval
+    except ModuleNotFoundError as exc:
+        print(f"finbench inspect: needs inspect-ai (pip install inspect-ai): {exc}", file=sys.stderr)
+        return EXIT_SOFTWARE
+    from finbench.running.inspect_task import unscored  # lazy: `grade` loads no simulator
+
+    kw = {k: v for k, v in (("max_connections", args.max_connections), ("limit", args.limit),
+                            ("log_dir", args.log_dir)) if v is not None}
+    try:
+        logs = inspect_eval(f"finbench/{args.task}", model=args.model, task_args=task_args, fail_on_error=False, **kw)
+    except Exception as exc:  # noqa: BLE001 - Inspect's own refusal (no such model, a missing variable): one line
+        words = " ".join(re.sub(r"\[/?[a-z ]+\]", "", str(exc)).split())  # Inspect's rich markup dropped
+        print(plain(f"finbench inspect: Inspect could not run: {type(exc).__name__}: {words[:300]}"), file=sys.stderr)
+        return EXIT_SOFTWARE
+    missing = unscored(logs)
+    scored = sum(1 for log in logs for s in (log.samples or []) if (s.scores or {}).get("finbench"))
+    if missing:
+        print(plain(f"finbench inspect: {len(missing)} unscored ({scored} samples scored): " + "; ".join(missing[:5])
+                    + ("; ..." if len(missing) > 5 else "")), file=sys.stderr)
+        return 1
+    print(plain(f"finbench inspect: every sample scored ({scored})"))
+    return 0
+
+
 def _add_eval(commands) -> None:
     ev = commands.add_parser(
         "eval",
@@ -337,7 +432,8 @@ def _add_eval(commands) -> None:
                 "Each is one line on stderr."),
     )
     ev.one_line = True
-    ev.add_argument("agent", metavar="AGENT", help=f"{AGENT}: the policy class, factory or object")
+    ev.add_argument("agent", metavar="AGENT", nargs="?", help=f"{AGENT}: the policy class, factory or object (or "
+                    "give --model instead)")
     which = ev.add_mutually_exclusive_group()
     which.add_argument("--n-tasks", type=_count, default=321, metavar="N", help=N_TASKS)
     which.add_argument("--task-ids", type=_task_ids, metavar="ID[,ID...]", help=TASK_IDS)
@@ -346,13 +442,79 @@ def _add_eval(commands) -> None:
     ev.add_argument("--probe", type=_probe, default="full", help=f"the probe mode: {_PROBE} (default: full)")
     ev.add_argument("--costs", type=_costs, default="", help="prices, e.g. dispute_fee=50,cogs_rate=0.4")
     ev.add_argument("--n-jobs", type=_jobs, default=-1, help="worker processes (default: -1, every core)")
-    ev.add_argument("--episode-timeout", type=_seconds, default=TIMEOUT, metavar="SECONDS",
+    ev.add_argument("--max-connections", type=_count, default=argparse.SUPPRESS, metavar="N",
+                    help="episodes of the agent in flight at once, each on a thread of its own with its own copy of "
+                         "the agent, for an agent that waits on a server (a model): their waiting overlaps. Rows "
+                         "are the same for any N. Default: 8 with --model (the server's 429s and 503s lower what "
+                         "is in flight by themselves); 1 for AGENT, whose code may not be safe on several threads "
+                         "at once: give N > 1 only if it is (one instance per thread, shared state locked)")
+    ev.add_argument("--episode-timeout", type=_seconds, default=argparse.SUPPRESS, metavar="SECONDS",
                     help=f"wall-clock limit of one episode of the agent, in every process that plays one "
-                         f"(default: {TIMEOUT:g}; 0 or none: no limit)")
+                         f"(default: {TIMEOUT:g} for AGENT, none for --model, whose healthy episodes may take "
+                         f"minutes; 0 or none: no limit). On threads (--max-connections above 1) it is "
+                         f"checked at the agent's next call")
+    model = ev.add_argument_group("a language model instead of AGENT (an OpenAI-compatible chat-completions "
+                                  "endpoint; transcripts make a run resumable and replayable)")
+    model.add_argument("--model", type=_text, metavar="NAME", help="the model's name as the server knows it")
+    model.add_argument("--base-url", type=_text, metavar="URL",
+                       help="the endpoint, e.g. http://127.0.0.1:8000/v1 (without it: replay only, every episode "
+                            "from its transcript)")
+    model.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                       help="the environment variable holding the key (default: OPENAI_API_KEY; never written)")
+    model.add_argument("--transcripts", default="data/model_runs", metavar="DIR",
+                       help="the transcripts folder (default: data/model_runs)")
+    model.add_argument("--temperature", type=float, default=0.0, help="sent with every request (default: 0)")
+    model.add_argument("--max-tokens", type=_count, default=1024, metavar="N",
+                       help="the reply limit sent with every request (default: 1024)")
+    model.add_argument("--request-timeout", type=_seconds, default=120.0, metavar="SECONDS",
+                       help="limit of one request attempt, in total: connect, send, the whole reply (default: 120; "
+                            "0 or none: no limit)")
+    model.add_argument("--max-retries", type=_nonneg, default=5, metavar="N",
+                       help="retries of a request after a 408/409/429/5xx, a timeout or a dropped connection, with "
+                            "exponential backoff (default: 5)")
     ev.add_argument("--out", type=_out, metavar="DIR", help="where the card goes (default: build/eval/<name>/)")
     ev.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
                     help="read and write the episode cache data/cache/, shared with the notebooks (default: yes)")
     ev.set_defaults(func=cmd_eval, parser=ev)
+
+
+_RAN: dict = {}  # the command `main` last ran (`console` words its exit for it)
+
+
+def console() -> None:
+    """The `finbench` command (and ``python -m finbench``): `main`, then exit with its code.
+
+    Once the command has returned the process ends, even if the agent `eval` played left a thread running
+    that is not a daemon (a normal exit would wait for it forever): it says so on stderr and exits."""
+    import os
+    import threading
+
+    try:
+        code = main()
+    except KeyboardInterrupt:  # Ctrl-C: one line and 128 + SIGINT, and the exit below (no thread holds it up)
+        print("\nfinbench: interrupted", file=sys.stderr)
+        code = 130
+    sys.stdout.flush()
+    sys.stderr.flush()
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon
+            and not type(t).__module__.startswith("joblib.")]
+    if left:
+        if _RAN.get("command") == "eval":
+            names = ", ".join(plain(t.name) for t in left[:3]) + (", ..." if len(left) > 3 else "")
+            print(f"finbench: exiting although {len(left)} thread(s) the agent started still run ({names}); they "
+                  "are stopped with the process", file=sys.stderr)
+            sys.stderr.flush()
+        # joblib's idle workers would outlive a hard exit by minutes: stopped first (finbench.eval_cli makes a
+        # worker that holds such a thread leave without joining it)
+        loky = sys.modules.get("joblib.externals.loky.reusable_executor")
+        executor = getattr(loky, "_executor", None)
+        if executor is not None:
+            executor.shutdown(wait=True, kill_workers=True)
+        import atexit
+
+        atexit._run_exitfuncs()  # what a normal exit does after joining threads (joblib removes its temporary folder)
+        os._exit(code)
+    sys.exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -375,6 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # _Parser); main returns codes rather than exiting so it can be tested.
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    _RAN["command"] = args.command
     try:
         return args.func(args)
     except KeyboardInterrupt:  # a Ctrl-C interrupts, as anywhere

@@ -17,9 +17,10 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
+import time
 import traceback
-import types
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
@@ -62,7 +63,35 @@ class _Refused(Exception):
 
 
 def unwritable(path: Path) -> str:
-    """Why the card cannot go into the folder `path`, or '' (asked before the first episode, not after the run)."""
+    """Why the card cannot go into the folder `path`, or '' (asked before the first episode, not after the run):
+    the folder is made and a file written in it and removed (so a path the permissions allow but the file
+    system refuses, `/proc/x`, a read-only mount, is found now); what the probe made is removed again."""
+    why = _unwritable_by_name(path)
+    if why:
+        return why
+    made = []
+    top = path
+    while not os.path.lexists(top) and top != top.parent:
+        made.append(top)
+        top = top.parent
+    try:
+        for folder in reversed(made):
+            os.mkdir(folder)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".finbench-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        for folder in made:  # the deepest first
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+    return ""
+
+
+def _unwritable_by_name(path: Path) -> str:
     if os.path.lexists(path) and not path.is_dir():
         return "it exists and is not a folder"
     top = path
@@ -94,7 +123,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    ref, files = _agent_ref(args.agent, args.episode_timeout)
+    model = getattr(args, "model", None)
+    if (args.agent is None) == (model is None):
+        raise _Refused(EXIT_USAGE, "give AGENT (PATH.py:NAME or module:NAME) or --model NAME (with --base-url URL), "
+                                   "one of the two" if model is None else
+                       f"give AGENT or --model, not both (AGENT {args.agent!r}, --model {model!r})")
+    limit = getattr(args, "episode_timeout", None if model else TIMEOUT)  # a model: no limit unless asked
+    connections = getattr(args, "max_connections", None) or (_model_connections() if model else 1)
+    agent = None
+    if model:
+        agent, ref, files = _model_ref(args, limit)
+    else:
+        ref, files = _agent_ref(args.agent, limit)
     out = args.out if args.out is not None else _default_out(ref.label)
     from finbench.agents.registry import DEFAULT_POLICIES  # lazy: `grade` loads no simulator nor pandas
     from finbench.card import card_of  # lazy: as above
@@ -102,22 +142,28 @@ def _eval(args: argparse.Namespace) -> int:
     from finbench.running.run import Run  # lazy: as above
 
     how = dict(seeds=tuple(range(args.seeds)), profile=args.profile, costs=args.costs, probe=args.probe,
-               policies=[*DEFAULT_POLICIES, ref], n_jobs=args.n_jobs, cache=args.cache, progress=True)
+               policies=[*DEFAULT_POLICIES, ref], n_jobs=args.n_jobs, cache=args.cache, progress=True,
+               max_connections=connections)
     task_ids = getattr(args, "task_ids", None)
     run = Run(public_tasks(task_ids), **how) if task_ids else Run.make(n_tasks=args.n_tasks, **how)
     task, seed = run.corpus.tasks[0], run.seeds[0]
-    try:
-        # one episode here first: an agent that fails at once is named with its own line of code
-        run_episode(task, ref, seed, run.profile, run.costs, run.probe)
-    except (Exception, SystemExit, _Overtime) as exc:  # noqa: BLE001 - whatever the agent raises, as one line
-        episode = "" if isinstance(exc, (AgentTimeout, _Overtime)) else f" (task {task.task_id}, seed {seed})"
-        raise _Refused(EXIT_SOFTWARE, _raised(exc, ref.label, files) + episode) from None
-    _disarm()
+    if agent is None:
+        try:
+            # one episode here first: an agent that fails at once is named with its own line of code
+            run_episode(task, ref, seed, run.profile, run.costs, run.probe)
+        except (Exception, SystemExit, _Overtime) as exc:  # noqa: BLE001 - whatever the agent raises, as one line
+            episode = "" if isinstance(exc, (AgentTimeout, _Overtime)) else f" (task {task.task_id}, seed {seed})"
+            raise _Refused(EXIT_SOFTWARE, _raised(exc, ref.label, files) + episode) from None
+        _disarm()
     try:
         rows = run.evaluate()
     except (Exception, SystemExit, _Overtime) as exc:  # noqa: BLE001 - as above, maybe from a worker process
+        if agent is not None:  # the endpoint's error, as the client words it (the key scrubbed)
+            raise _Refused(EXIT_SOFTWARE, f"model {model!r}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                           ) from None
         raise _Refused(EXIT_SOFTWARE, _raised(exc, ref.label, files)) from None
-    card = card_of(run, ref.label, rows, spec=args.agent)
+    facts = None if agent is None else model_facts(agent, connections)
+    card = card_of(run, ref.label, rows, spec=args.agent, model=facts)
     try:
         paths = card.write(out)
     except OSError as exc:  # a full disk, a file system gone read-only: not the agent's, nor a bug
@@ -125,6 +171,61 @@ def _eval(args: argparse.Namespace) -> int:
     print(plain(card.summary(), lines=True))  # a warning (invalid calls above a few percent) comes first
     print(plain(f"report card: {', '.join(str(p) for p in paths if p.suffix != '.pdf')}"))
     return 0
+
+
+def _model_connections() -> int:
+    from finbench.agents.llm import MODEL_CONNECTIONS  # lazy: `grade` loads no simulator
+
+    return MODEL_CONNECTIONS
+
+
+def _model_ref(args: argparse.Namespace, limit: float | None):
+    """A `ModelAgent` for `--model` (its options checked), and its guarded `PolicyRef`; `_Refused` (64) for an
+    option it cannot take, (65) for a name that reads as one of the nine."""
+    from finbench.agents.llm import ModelAgent  # lazy: `grade` loads no simulator
+    from finbench.agents.registry import DEFAULT_POLICIES, as_ref  # lazy: as above
+    from finbench.errors import FinbenchError
+
+    try:
+        agent = ModelAgent(args.model, args.base_url or None, api_key_env=args.api_key_env,
+                           transcripts=args.transcripts, temperature=args.temperature, max_tokens=args.max_tokens,
+                           max_retries=args.max_retries, timeout=args.request_timeout)
+    except (FinbenchError, ValueError) as exc:
+        raise _Refused(EXIT_USAGE, str(exc)) from None
+    reads = " ".join(plain(agent.name).split())
+    if reads in DEFAULT_POLICIES or not reads:
+        raise _Refused(EXIT_DATAERR, f"--model {args.model!r} reads as {reads!r}" + (
+            ", one of the nine it is compared with" if reads else "") + "; the card could not tell them apart")
+    ref = as_ref(agent)
+    return agent, dataclasses.replace(ref, factory=Guarded(ref.factory, limit)), frozenset()
+
+
+def endpoint_of(base_url: str | None) -> str | None:
+    """`base_url` as a card shows it: scheme, host, port and path; never a user, password or query (a key)."""
+    if not base_url:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(base_url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(not a URL)"
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def model_facts(agent, max_connections: int) -> dict:
+    """card.json's `model` object (docs/card.md): what the model is and what its run asked and cost."""
+    from finbench.agents.llm_traffic import gate_for  # lazy: `grade` loads no simulator
+
+    gate = gate_for(agent.base_url) if agent.base_url else None
+    return {"name": agent.model, "endpoint": endpoint_of(agent.base_url), "api_key_env": agent.api_key_env,
+            "params": dict(agent.params), "prompt_hash": agent.prompt_hash, "transcripts": str(agent.transcripts),
+            "max_connections": max_connections, "request_timeout_s": agent.timeout,
+            "max_retries": agent.max_retries, "peak_in_flight": gate.peak if gate else 0,
+            **agent.usage.summary()}
 
 
 def public_tasks(task_ids):
@@ -227,8 +328,18 @@ class _Overtime(BaseException):
     """The alarm, raised in the agent's code: no `Exception`, so its ``except Exception`` does not stop it."""
 
 
-# this process's alarm: `inside` while the agent's code runs, `overdue` once the episode's limit has passed
-_CLOCK = types.SimpleNamespace(inside=False, overdue=False, late="")
+class _Clock(threading.local):
+    """A thread's clock: `inside` while the agent's code runs, `overdue` once the episode's limit has passed
+    (the main thread's alarm sets it), `deadline` the monotonic time a thread's episode must end by (episodes
+    played on threads, `--max-connections`: no signal reaches them, so the agent's next call checks it)."""
+
+    inside = False
+    overdue = False
+    late = ""
+    deadline = None
+
+
+_CLOCK = _Clock()
 
 
 def _on_alarm(signum, frame) -> None:
@@ -242,7 +353,9 @@ def _arm(limit: float | None) -> None:
     """Start the clock of one episode (or of making the policy) in this process."""
     _CLOCK.overdue, _CLOCK.late = False, f"ran over the limit of {limit or 0:g} s per episode (--episode-timeout)"
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return  # a signal reaches the main thread only: under a thread backend the episode has no limit
+        # a signal reaches the main thread only: here the agent's next call checks the thread's deadline
+        _CLOCK.deadline = time.monotonic() + limit if limit else None
+        return
     if signal.getsignal(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
         import multiprocessing.util  # once per process
@@ -253,6 +366,7 @@ def _arm(limit: float | None) -> None:
 
 
 def _disarm() -> None:
+    _CLOCK.deadline = None
     if hasattr(signal, "setitimer") and signal.getsignal(signal.SIGALRM) is _on_alarm:
         signal.setitimer(signal.ITIMER_REAL, 0)
     _CLOCK.overdue = False
@@ -317,7 +431,7 @@ class Guarded:
         clock = _CLOCK
         try:
             clock.inside = True
-            if clock.overdue:
+            if clock.overdue or (clock.deadline is not None and time.monotonic() > clock.deadline):
                 raise _Overtime
             return method(*args)
         except (Exception, KeyboardInterrupt):
@@ -359,7 +473,7 @@ class _Played:
         clock = _CLOCK
         try:
             clock.inside = True
-            if clock.overdue:
+            if clock.overdue or (clock.deadline is not None and time.monotonic() > clock.deadline):
                 raise _Overtime
             return self._policy.act(observation)
         except (Exception, KeyboardInterrupt):

@@ -72,6 +72,7 @@ from typing import Any
 
 from finbench.agents.llm_reply import (MAX_CALLS, MAX_DEPTH, MAX_REPLY_BYTES, SCRUBBED, ask, checked_limits, clean,
                                        deadline_http_client, read_reply, scrub, tool_arguments)
+from finbench.agents.llm_traffic import Usage, attempts, gate_for
 from finbench.agents.llm_transcripts import (Transcript, TranscriptLock, TranscriptWarning, Unreplayable, adopt_legacy,
                                              header_model, is_transcript, load_transcript, model_dir_name,
                                              read_transcript, set_aside, transcript_path)
@@ -92,7 +93,13 @@ MAX_TOKENS = 1024
 """The reply limit sent by default: a tool call takes under 200 tokens; a thinking model may need more."""
 TIMEOUT = 120.0
 """Seconds per request attempt by default."""
-__all__ = ["KEY_PLACEHOLDER", "MAX_CALLS", "MAX_DEPTH", "MAX_REPLY_BYTES", "MAX_TOKENS", "NO_TOOL", "PROMPT_FILE",
+MODEL_CONNECTIONS = 8
+"""Episodes of a model in flight at once by default (`model_arm.run_model`, `finbench eval --model`): a
+model's episode is nearly all waiting on its server, and local servers (vLLM, llama.cpp with parallel
+slots, Ollama) serve several requests at once, hosted APIs many; 8 is within what a single local GPU
+server batches well, and a server that says 429 or 503 is given fewer (`llm_traffic.Gate`)."""
+__all__ = ["KEY_PLACEHOLDER", "MAX_CALLS", "MAX_DEPTH", "MAX_REPLY_BYTES", "MAX_TOKENS", "MODEL_CONNECTIONS", "NO_TOOL",
+           "PROMPT_FILE",
            "SCRUBBED", "TIMEOUT", "TRANSCRIPTS_DIR", "ModelAgent", "ModelUnavailable", "TranscriptWarning",
            "checked_limits", "header_model", "is_transcript", "model_dir_name", "prompt_hash", "read_transcript",
            "system_prompt", "transcript_path"]
@@ -138,6 +145,8 @@ class ModelAgent:
             with exponential backoff.
         timeout: Seconds per request attempt, in total (connect, send, the whole reply); None for no
             limit.
+        usage: The tally its episodes add to (`finbench.agents.llm_traffic.Usage`; default a new one).
+            Every copy of an agent (a run plays one copy per episode) adds to the same tally.
 
     Attributes:
         malformed (int): Malformed calls in the current episode (replies that are not a chat
@@ -146,6 +155,13 @@ class ModelAgent:
         replayed (int): Responses taken from a transcript in the current episode.
         ended (str | None): Why the current episode ended early (`"context_length"`: the server
             refused the conversation as too long), None when the model or the environment ended it.
+        usage (Usage): What its episodes asked and cost: requests, retries, tokens, latency, and
+            where each episode came from (asked now, replayed from its transcript, or both).
+
+    Concurrency: one agent plays one episode at a time; a runner that overlaps episodes
+    (`max_connections`) plays each on a copy of its own. The copies share `usage`, and every agent of
+    the process that talks to one endpoint shares its gate (`finbench.agents.llm_traffic.gate_for`),
+    which lowers the requests in flight when the server answers 429 or 503.
 
     Example:
         Making the agent sends nothing; the client is made, and the server asked, on the first
@@ -164,7 +180,7 @@ class ModelAgent:
     def __init__(self, model: str, base_url: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
                  transcripts: str | Path | None = TRANSCRIPTS_DIR, prompt_path: str | Path | None = None,
                  temperature: float | None = 0.0, max_tokens: int | None = MAX_TOKENS, max_retries: int = 5,
-                 timeout: float | None = TIMEOUT):
+                 timeout: float | None = TIMEOUT, usage: Usage | None = None):
         if not isinstance(model, str) or not model:
             raise ValueError(f"ModelAgent: model must be a non-empty string, got {model!r}")
         if clean(model) != model:
@@ -189,6 +205,7 @@ class ModelAgent:
         self._lock: TranscriptLock | None = None
         self._file = None
         self._path = None
+        self.usage = Usage() if usage is None else usage
         self.malformed = self.requests = self.replayed = 0
         self.ended, self._refusal = None, {}
 
@@ -213,8 +230,9 @@ class ModelAgent:
                                        "this response (replay only)")
             import openai
 
+            gate = gate_for(self.base_url)
             self._client = openai.OpenAI(base_url=self.base_url, max_retries=self.max_retries,
-                                         timeout=self.timeout, http_client=deadline_http_client(self.timeout),
+                                         timeout=self.timeout, http_client=deadline_http_client(self.timeout, gate),
                                          api_key=self._secret() or KEY_PLACEHOLDER)
         return self._client
 
@@ -357,13 +375,18 @@ class ModelAgent:
         return tool, args
 
     def end(self, outcome: dict) -> None:
-        """Close the transcript with an `end` record (after the environment ended the case) and let go of
-        its lock. A finished transcript replayed whole, or a replay-only agent, writes nothing."""
+        """Close the transcript with an `end` record (after the environment ended the case), add the episode
+        to `usage`, and let go of its lock. A finished transcript replayed whole, or a replay-only agent,
+        writes nothing."""
+        self.usage.episode(self.requests, self.replayed, self.malformed, self.ended)
         if self._path is not None and self.base_url and not (self._done_before and self.requests == 0):
             self._open_at(self.requests + self.replayed)
             stop = {"ended": self.ended, **self._refusal} if self.ended else {}
             self._write({"kind": "end", "malformed": self.malformed, "requests": self.requests, **outcome, **stop})
         self.release()
+
+    episode_end = end
+    """What a runner calls once the case has ended (`evaluate`, for any policy that has it)."""
 
     # --- internals --------------------------------------------------------------------
     def _read(self, path: Path) -> Transcript | None:
@@ -434,12 +457,15 @@ class ModelAgent:
             self._open_at(turn)  # the conversation left the transcript (or ran past it): ask from here on
         self._recorded = self._recorded[:turn]
         started = time.perf_counter()
-        fields = ask(client, self.model, self.messages, self.tools, self.params, self._secret())
+        with attempts() as tally:
+            fields = ask(client, self.model, self.messages, self.tools, self.params, self._secret())
         seconds = round(time.perf_counter() - started, 3)
         if "ended" in fields and turn == 0:  # nothing the model did: the prompt alone is too long for the server
             raise ModelUnavailable(f"model {self.model!r}: the server refused the first request of the episode as "
                                    f"too long for its context; give it a larger context or a smaller max_tokens "
                                    f"(now {self.params.get('max_tokens')}): {fields['error']}")
         self.requests += 1
+        self.usage.request(seconds, fields.get("body"), lambda: _canon([self.messages, self.tools]), tally)
         self._write({"kind": "request", "turn": turn, "sha": sha, "messages": new})
-        return self._write({"kind": "response", "turn": turn, "seconds": seconds, **fields})
+        # the latency goes to `usage`, not the record: a transcript is the same however fast its server answered
+        return self._write({"kind": "response", "turn": turn, **fields})

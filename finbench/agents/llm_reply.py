@@ -362,9 +362,10 @@ def _deadline_backend():
     return Backend
 
 
-def deadline_http_client(seconds: float | None):
+def deadline_http_client(seconds: float | None, gate=None):
     """An `httpx2` client for `openai.OpenAI` whose every request attempt (each retry its own) must be
-    complete within `seconds`: connect, send, and read the whole reply."""
+    complete within `seconds`: connect, send, and read the whole reply; with a `gate`
+    (`finbench.agents.llm_traffic.Gate`), each attempt holds one of its slots while in flight."""
     import openai
 
     state = threading.local()
@@ -383,6 +384,11 @@ def deadline_http_client(seconds: float | None):
                     "the timeout applies per read", RuntimeWarning)
     for pool in pools:
         pool._network_backend = backend(pool._network_backend, state)
+    if gate is not None:
+        from finbench.agents.llm_traffic import GatedTransport
+
+        http._transport = GatedTransport(http._transport, gate)
+        http._mounts = {k: t if t is None else GatedTransport(t, gate) for k, t in http._mounts.items()}
     return http
 
 

@@ -226,6 +226,35 @@ def source(rows: pd.DataFrame, agent: str, cache_id: str | None) -> dict:
             "text": text}
 
 
+def model_source(rows: pd.DataFrame, agent: str, model: dict) -> dict:
+    """Where a model's rows came from: asked now, resumed (replayed, then asked) or replayed whole from their
+    transcripts (`model["episodes"]`, the run's `Usage`); never "played now" for a replay."""
+    total = int((rows["policy"] == agent).sum())
+    e = model["episodes"]
+    return {"episodes": total, "from_cache": 0, "played_now": e["asked_now"] + e["resumed"],
+            "asked_now": e["asked_now"], "resumed": e["resumed"], "replayed": e["replayed"], "cache_id": None,
+            "text": f"{model['source']} (transcripts in {model['transcripts']})"}
+
+
+def model_lines(model: dict) -> list[str]:
+    """The model's section of report.md, one line a fact."""
+    lat = ("no request asked now" if model["latency_median_s"] is None else
+           f"median {model['latency_median_s']:.3f} s, 90th percentile {model['latency_p90_s']:.3f} s")
+    tokens = f"{model['input_tokens']:,} in, {model['output_tokens']:,} out" + (
+        f" (estimated, four characters a token, for the {model['estimated_requests']:,} replies that gave no usage)"
+        if model["tokens_estimated"] else " (the server's usage)")
+    return [f"- model: {model['name']} at {model['endpoint'] or 'none (replay only)'}",
+            f"- sampling: {', '.join(f'{k} {v}' for k, v in sorted(model['params'].items())) or 'the server defaults'}"
+            f"; prompt hash {model['prompt_hash']}",
+            f"- requests: {model['requests']:,} answered ({model['requests_sent']:,} sent: {model['retries']:,} "
+            f"retried, {model['rate_limited']:,} answered 429 or 503); up to {model['max_connections']} episodes "
+            f"at once, at most {model['peak_in_flight']} requests in flight",
+            f"- tokens: {tokens}", f"- latency per request: {lat}",
+            f"- malformed calls: {model['malformed_calls']:,}; episodes ended by the context length: "
+            f"{model['context_length_episodes']:,}",
+            f"- episodes: {model['source']}", f"- transcripts: {model['transcripts']}"]
+
+
 def checks_table(rows: pd.DataFrame, agent: str, gate: str) -> pd.DataFrame:
     """Per check: % of the agent's episodes failing it and unknown, % of the gate's failing; most failed first."""
     mine, theirs = rows[rows["policy"] == agent], rows[rows["policy"] == gate]
@@ -410,4 +439,5 @@ def card_json(card) -> dict:
         "pass_k": f["pass_k"],
         "twin_pairs": None if card.table4 is None else {"agent": twin(a), "gate": twin(gate)},
         "worst_pair": f["worst_pair"], "examples": f["examples"], "placeholders": f["placeholders"],
+        "model": f.get("model"),
     })

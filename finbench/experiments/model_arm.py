@@ -24,19 +24,23 @@ exceeded) is closed there and counts as played (column `ended`:
 """
 from __future__ import annotations
 
+import copy
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from finbench.errors import warn_caller
+from finbench.errors import FinbenchError, show, warn_caller
 from finbench.analysis.verdicts import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
 from finbench.files import at_root
 from finbench.sim.corpus import stratified_subset  # noqa: F401  (part of this module's API)
-from finbench.agents.llm import (MAX_TOKENS, TIMEOUT, ModelAgent, ModelUnavailable, TranscriptWarning, checked_limits,
-                                 header_model, is_transcript)
+from finbench.agents.llm import (MAX_TOKENS, MODEL_CONNECTIONS, TIMEOUT, ModelAgent, ModelUnavailable,
+                                 TranscriptWarning, checked_limits, header_model, is_transcript, model_dir_name)
+from finbench.agents.llm_traffic import Usage
+from finbench.running.overlap import check_connections, overlapped
 from finbench.agents.registry import PolicyRef
 from finbench.running.run import Run, corpus_for
 from finbench.running.evaluation import COLUMNS, episode_row  # the runner's own episode: model rows have every column
@@ -67,55 +71,71 @@ def subset_run(master_seed: int, n_tasks: int, size: int = 60, subset_seed: int 
 
 # --- model episodes ---------------------------------------------------------------------
 
-def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool) -> pd.DataFrame:
+def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool, max_connections: int = 1
+          ) -> pd.DataFrame:
     """Episode rows of `agent` on `run`'s (task, seed) pairs, in that order.
 
-    Each episode is played holding its transcript's lock. With an endpoint, an episode another
-    process is writing is left for later and played (replayed, if that process finished it) once
-    its lock is free; replay only (`only_finished`), only finished transcripts give rows, and one
+    Each episode is played holding its transcript's lock, up to `max_connections` at once, each thread with
+    a copy of `agent` of its own (they share its `usage` and its endpoint's gate). With an endpoint, an
+    episode another process is writing is left for later and played (replayed, if that process finished
+    it) once its lock is free; replay only (`only_finished`), only finished transcripts give rows, and one
     that cannot be replayed is set aside (a `TranscriptWarning` names it) and gives none."""
-    ref = PolicyRef(agent.model, lambda: agent)
-    pairs = [(t, s) for t in run.corpus.tasks for s in run.seeds]
-    it = pairs
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(pairs, desc=f"{agent.model} episodes", leave=False)
+    pairs = [(i, t, s) for i, (t, s) in enumerate((t, s) for t in run.corpus.tasks for s in run.seeds)]
     rows: dict[int, dict] = {}
+    local = threading.local()
 
-    def one(i: int, task, seed: int, wait: bool) -> bool:
-        if not agent.claim(task.task_id, seed, wait=wait):
+    def mine() -> ModelAgent:
+        if max_connections == 1:
+            return agent
+        if getattr(local, "agent", None) is None:  # one copy per thread: its client serves its episodes
+            local.agent = copy.copy(agent)
+        return local.agent
+
+    def one(item, wait: bool) -> bool:
+        i, task, seed = item
+        me = mine()
+        if not me.claim(task.task_id, seed, wait=wait):
             return False
         try:
-            if only_finished and agent.inspect(task.task_id, seed) != "finished":
+            if only_finished and me.inspect(task.task_id, seed) != "finished":
                 return True
-            agent.bind(task.task_id, seed)
+            me.bind(task.task_id, seed)
             try:
-                row = dict(zip(COLUMNS, episode_row(task, ref, seed, run.profile, run.costs)))
+                row = dict(zip(COLUMNS, episode_row(task, PolicyRef(me.model, lambda: me), seed, run.profile,
+                                                    run.costs)))
             except ModelUnavailable as e:
                 if only_finished:  # a transcript that no longer replays (the environment changed): not a row
-                    print(f"note: {agent.model} {task.task_id} seed {seed}: transcript does not replay ({e})",
+                    print(f"note: {me.model} {task.task_id} seed {seed}: transcript does not replay ({e})",
                           file=sys.stderr)
                     return True
                 raise
-            agent.end({"position": row["position"], "gap": row["gap"], "exact": bool(row["exact"]),
-                       "disposition": row["disposition"], "n_calls": row["n_calls"]})
-            row["malformed"] = agent.malformed
-            row["ended"] = agent.ended or ""  # "context_length": the server refused the conversation, closed
+            me.end({"position": row["position"], "gap": row["gap"], "exact": bool(row["exact"]),
+                    "disposition": row["disposition"], "n_calls": row["n_calls"]})
+            row["malformed"] = me.malformed
+            row["ended"] = me.ended or ""  # "context_length": the server refused the conversation, closed
             rows[i] = row
         finally:
-            agent.release()
+            me.release()
         return True
 
-    busy = [(i, task, seed) for i, (task, seed) in enumerate(it) if not one(i, task, seed, wait=False)]
-    for i, task, seed in busy:  # written by another process just now: theirs, once they let go
-        one(i, task, seed, wait=True)
+    def shown(results, total: int):
+        if not progress:
+            return results
+        from tqdm import tqdm
+
+        return tqdm(results, total=total, desc=f"{agent.model} episodes", leave=False)
+
+    free = list(shown(overlapped(pairs, lambda item: one(item, wait=False), max_connections), len(pairs)))
+    busy = [item for item, ok in zip(pairs, free) if not ok]
+    for _ in overlapped(busy, lambda item: one(item, wait=True), max_connections):  # theirs, once they let go
+        pass
     return pd.DataFrame([rows[i] for i in sorted(rows)], columns=EPISODE_COLUMNS)
 
 
 def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = "data/model_runs",
               api_key_env: str = "OPENAI_API_KEY", progress: bool = True, timeout: float | None = TIMEOUT,
-              max_tokens: int | None = MAX_TOKENS, **agent_kw) -> pd.DataFrame:
+              max_tokens: int | None = MAX_TOKENS, max_connections: int = MODEL_CONNECTIONS,
+              usage: Usage | None = None, **agent_kw) -> pd.DataFrame:
     """Play every (task, seed) of `run` with a model at `base_url`; finished episodes are replayed, not asked.
 
     Args:
@@ -129,6 +149,10 @@ def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = 
         max_tokens: the reply limit sent with every request (None: not sent, the server's own,
             often none on a local server). Part of the prompt hash: `model_episodes` counts the
             transcripts recorded under the same value.
+        max_connections: episodes in flight at once (default `MODEL_CONNECTIONS`, 8), each with its own
+            copy of the agent; the endpoint's gate lowers the requests in flight while the server
+            answers 429 or 503. Rows and transcripts are the same for any value.
+        usage: the tally to add this run's requests, tokens and latencies to (default: a new one).
         **agent_kw: passed to `ModelAgent` (temperature, max_retries, ...).
 
     Returns:
@@ -146,9 +170,10 @@ def run_model(run: Run, model: str, base_url: str, *, transcripts: str | Path = 
         ModelUnavailable: the server refused an episode's first request as too long (the prompt
             alone does not fit its context, or `max_tokens` is over it).
     """
+    max_connections = check_connections("run_model", max_connections)
     agent = ModelAgent(model, base_url, api_key_env=api_key_env, transcripts=transcripts, timeout=timeout,
-                       max_tokens=max_tokens, **agent_kw)
-    return _rows(run, agent, only_finished=False, progress=progress)
+                       max_tokens=max_tokens, usage=usage, **agent_kw)
+    return _rows(run, agent, only_finished=False, progress=progress, max_connections=max_connections)
 
 
 def _whole_first_line(path: Path) -> bool:
@@ -200,27 +225,61 @@ def model_episodes(run: Run, transcripts: str | Path = "data/model_runs", models
     return pd.concat(frames, ignore_index=True)
 
 
+def named_models(model: str = "", models=()) -> list[str]:
+    """The models Table V shows: `model` (the one asked, if any) and `models` (names replayed from their
+    transcripts: a list, or one comma-separated string), each once, in that order."""
+    if isinstance(models, str):
+        models = [m.strip() for m in models.split(",")]
+    out: list[str] = []
+    for name in [model, *models]:
+        if not isinstance(name, str):
+            raise FinbenchError(f"model_arm: a model name must be a string, got {show(name)}")
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
 def episodes(run: Run, transcripts: str | Path = "data/model_runs", model: str = "", base_url: str = "",
              api_key_env: str = "OPENAI_API_KEY", *, timeout: float | None = TIMEOUT,
-             max_tokens: int | None = MAX_TOKENS) -> dict:
-    """The gate's episodes on the subset and every model's replayed from its transcripts on disk, after
-    playing `model` at `base_url` if both are given (`run_model`, resumable, with this `timeout` per
-    request attempt and `max_tokens` per reply; the transcripts replayed are those under this
-    `max_tokens`): {"gate": rows, "models": rows (`model_episodes`, maybe empty), "endpoint": whether a
-    model was asked (the notes say so)}."""
+             max_tokens: int | None = MAX_TOKENS, models=(), max_connections: int = MODEL_CONNECTIONS,
+             usage: Usage | None = None) -> dict:
+    """The gate's episodes on the subset and the named models' (`named_models(model, models)`) replayed
+    from their transcripts on disk, after playing `model` at `base_url` if both are given (`run_model`,
+    resumable, `max_connections` episodes at once, with this `timeout` per request attempt and
+    `max_tokens` per reply; the transcripts replayed are those under this `max_tokens`). A model with
+    transcripts on disk that is not named is not shown.
+
+    Returns:
+        {"gate": rows, "models": rows (`model_episodes`, maybe empty), "named": the models named,
+        "endpoint": whether a model was asked (the notes say so)}.
+    """
     timeout, max_tokens = checked_limits("model_arm.episodes", timeout, max_tokens)
+    named = named_models(model, models)
     endpoint = bool(model and base_url)
     if endpoint:
         run_model(run, model, base_url, transcripts=transcripts, api_key_env=api_key_env, timeout=timeout,
-                  max_tokens=max_tokens)
-    return {"gate": run.evaluate(), "models": model_episodes(run, transcripts, max_tokens=max_tokens),
-            "endpoint": endpoint}
+                  max_tokens=max_tokens, max_connections=max_connections, usage=usage, progress=False)
+    found = model_episodes(run, transcripts, models=named, max_tokens=max_tokens) if named else \
+        pd.DataFrame(columns=EPISODE_COLUMNS)
+    return {"gate": run.evaluate(), "models": found, "named": named, "endpoint": endpoint}
+
+
+def output_folder(tables_dir: str | Path, named: list[str], publish: bool) -> Path:
+    """Where the notebook writes Table V: `tables_dir` (the committed tables) when no model is named or
+    `publish` is asked; else `build/model_arm/<models>/` beside it (in the folder that holds `tables_dir`), so
+    that running a model never changes a committed file."""
+    if publish or not named:
+        return Path(tables_dir)
+    slug = "+".join(model_dir_name(m) for m in named)
+    slug = slug if len(slug) <= 200 else slug[:180] + f"-and-{len(named) - 1}-more"
+    return Path(tables_dir).resolve().parent / "build" / "model_arm" / slug
 
 
 def tables(rows: dict, run: Run) -> dict:
     """Table V by stem (`TABLES`) and, beside it, what its notes read that it does not hold: the subset's
     `run` and whether an `endpoint` was asked."""
-    return {"table5": table5(rows["gate"], rows["models"]), "run": run, "endpoint": rows["endpoint"]}
+    return {"table5": table5(rows["gate"], rows["models"], rows.get("named")), "run": run,
+            "endpoint": rows["endpoint"], "named": rows.get("named")}
 
 
 def figures(rows: dict, run: Run, tables: dict | None = None) -> dict:
@@ -245,12 +304,14 @@ def _summary(rows: pd.DataFrame) -> dict:
     }
 
 
-def table5(gate: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+def table5(gate: pd.DataFrame, models: pd.DataFrame, named: list[str] | None = None) -> pd.DataFrame:
     """Table V: the gate on the whole subset, then one row per model with the gate on exactly its episodes.
 
     Args:
         gate: `finality_gate`'s episode rows on the subset (`run.evaluate()`).
         models: model episode rows (`model_episodes`, `run_model`); may be empty.
+        named: the models to show, in order (None: every model in `models`, sorted); a named model
+            without an episode is left out (the notes say so).
 
     Returns:
         One row per policy: `policy`, `kind` ("reference policy" or "model"), `episodes`,
@@ -267,7 +328,8 @@ def table5(gate: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
              "gate_episodes": len(g), "gate_exact_pct": 100 * g["exact"].astype(float).mean(),
              "gate_mean_gap": g["gap"].astype(float).mean()}]
     gi = g.set_index(["task_id", "seed"])
-    for model in sorted(models["policy"].unique()) if len(models) else []:
+    have = set(models["policy"]) if len(models) else set()
+    for model in [m for m in named if m in have] if named is not None else sorted(have):
         m = models[models["policy"] == model]
         same = gi.loc[list(zip(m["task_id"], m["seed"]))]
         rows.append({"policy": model, "kind": "model", **_summary(m), "malformed_calls": int(m["malformed"].sum()),
@@ -278,8 +340,11 @@ def table5(gate: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
 def table5_markdown(t5: pd.DataFrame) -> pd.DataFrame:
     """The human rendering of Table V."""
+    full = int(t5["episodes"].iloc[0]) if len(t5) else 0  # the gate's row: every episode of the subset
     return pd.DataFrame({
-        "policy": t5["policy"], "episodes": t5["episodes"],
+        "policy": t5["policy"],
+        "episodes": [f"{n} of {full}" if kind == "model" and n < full else n
+                     for n, kind in zip(t5["episodes"], t5["kind"])],
         "exact %": t5["exact_pct"].map("{:.1f}".format), "mean gap $": t5["mean_gap"].map("{:.2f}".format),
         "gate on the same episodes: exact % / gap $": [f"{a:.1f} / {b:.2f}" for a, b in
                                                        zip(t5["gate_exact_pct"], t5["gate_mean_gap"])],
@@ -291,18 +356,31 @@ def table5_markdown(t5: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def notes(t5: pd.DataFrame, run: Run, claims_list: list | None = None, *, endpoint: bool = False) -> list[str]:
-    """The notes under Table V: which rows exist and why, what the columns count, the claims."""
-    models = list(t5.loc[t5["kind"] == "model", "policy"])
+def notes(t5: pd.DataFrame, run: Run, claims_list: list | None = None, *, endpoint: bool = False,
+          named: list[str] | None = None) -> list[str]:
+    """The notes under Table V: which rows exist and why, a partial run's count, what the columns count,
+    the claims."""
+    m = t5[t5["kind"] == "model"]
+    models = list(m["policy"])
+    full = int(t5["episodes"].iloc[0]) if len(t5) else 0
+    missing = [x for x in (named or []) if x not in models]
     if models:
         lines = [f"Model rows: {', '.join(models)}, each replayed from its transcripts on disk (only finished "
                  "episodes under the current prompt hash); the gate's columns beside each are on exactly that "
                  "model's episodes."]
+        partial = [f"{r.policy} ({r.episodes} of {full})" for r in m.itertuples() if r.episodes < full]
+        if partial:
+            lines += ["", f"**Partial runs:** {', '.join(partial)} episodes finished; each row's columns are over "
+                          "those episodes only (resume the run to complete it)."]
+    elif missing or endpoint:
+        lines = ["**No model row: no named model has a finished episode.** Table V shows the finality gate on "
+                 "the subset alone; no model row is ever made up."]
     else:
-        lines = ["**No model row: no model was run.** " + (
-            "The endpoint gave no finished episode. " if endpoint else
-            "No endpoint was given (parameters `model`, `base_url`) and no transcript of these episodes is on "
-            "disk. ") + "Table V shows the finality gate on the subset alone; no model row is ever made up."]
+        lines = ["**No model row: no model was named.** Give `model` and `base_url` to run one, or `models` to "
+                 "replay models' transcripts on disk. Table V shows the finality gate on the subset alone; no "
+                 "model row is ever made up."]
+    if missing:
+        lines += ["", f"Named without a finished episode on this subset: {', '.join(missing)}."]
     lines += ["", f"Subset: {len(run.corpus)} tasks ({len(run.corpus.twin_pairs)} whole twin pairs, every "
                   f"archetype) x seeds {', '.join(map(str, run.seeds))}.",
               "", "Probe / wait use: % of episodes with at least one such call. Zero-gap archetypes: those whose "
@@ -397,7 +475,8 @@ def claims_from_tables(folder="tables") -> list:
 
 PUBLISH = {
     "table5": TableSpec("Table V: the model arm", markdown=lambda t: table5_markdown(t["table5"]),
-                        notes=lambda t, claims: notes(t["table5"], t["run"], claims, endpoint=t["endpoint"]),
+                        notes=lambda t, claims: notes(t["table5"], t["run"], claims, endpoint=t["endpoint"],
+                                                      named=t.get("named")),
                         bootstrap=False),
 }
 """How each table is written (`publish_experiment`; its stamp entries are `meta`'s)."""

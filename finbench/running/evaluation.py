@@ -194,6 +194,45 @@ def _keep_reads(key: tuple, env: FinalityEnv, row: tuple, probe=None) -> None:
     _SEEN.setdefault(key, []).append(_Kept(captures, until, reads, row, env.profile, probe, env.probe_calls > 0))
 
 
+_OUTCOME = tuple(COLUMNS.index(c) for c in ("position", "gap", "exact", "disposition", "n_calls"))
+
+
+def tell_end(policy, row: tuple) -> None:
+    """Tell a policy that has an `episode_end(outcome)` method (a `ModelAgent`: it closes its transcript)
+    that its case has ended: `outcome` holds the row's position, gap, exact, disposition and n_calls."""
+    end = getattr(policy, "episode_end", None)
+    if callable(end):
+        end({c: row[i] for c, i in zip(("position", "gap", "exact", "disposition", "n_calls"), _OUTCOME)})
+
+
+def played_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs,
+               probe: ProbeMode | None = None) -> tuple:
+    """A user's episode as `run_chunk` plays it (a fresh policy, the public step, its end told), outside a
+    chunk and its `batch_mode`: what `evaluate` runs in threads when episodes overlap (`max_connections`)."""
+    policy = ref.make()
+    row = _row(play(FinalityEnv(task, seed, profile, costs, probe=probe), policy), ref.label)
+    tell_end(policy, row)
+    return row
+
+
+def _overlapped_chunks(pending: list, chunks: list, refs: list, seeds: list, how: tuple, max_connections: int,
+                       progress: bool):
+    """Play the user's (chunk, policy) pairs `pending` ((ci, (si, path, key)) each) with up to
+    `max_connections` episodes in flight across all of them; yields (ci, (si, path, key), columns) per pair,
+    in order, as soon as its episodes are all in."""
+    from finbench.running.overlap import overlapped
+
+    jobs = [(ci, si, task, seed) for ci, (si, _, _) in pending for task in chunks[ci] for seed in seeds]
+    results = overlapped(jobs, lambda j: played_row(j[2], refs[j[1]], j[3], *how), max_connections)
+    if progress:
+        from tqdm import tqdm
+
+        results = iter(tqdm(results, total=len(jobs), desc="episodes", leave=False))
+    for ci, item in pending:
+        rows = [next(results) for _ in range(len(chunks[ci]) * len(seeds))]
+        yield ci, item, {c: list(v) for c, v in zip(COLUMNS, zip(*rows))}
+
+
 def _calls(actions, order_id: str) -> str:
     out = []
     add = out.append
@@ -248,6 +287,7 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
                     row = _row(env, ref.label)
                     mine.append(row)
                     if not trusted(policy):
+                        tell_end(policy, row)
                         continue
                     if env.fault_blind and policy.seed_blind:
                         blind = (row, tuple(env.world.captures))
@@ -314,7 +354,7 @@ def cap_jobs(n_jobs: int, work: int, where: str = "evaluate", pieces: str = "chu
 # About 65 lines on purpose: the public entry point checks every argument before any work.
 def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None = None,
              costs: Costs | None = None, n_jobs: int = 1, cache: bool | str | Path = True,
-             progress: bool = False, probe: ProbeMode | None = None):
+             progress: bool = False, probe: ProbeMode | None = None, max_connections: int = 1):
     """One row per (policy, task, seed), in that order; identical for any n_jobs or backend.
 
     Args:
@@ -333,6 +373,12 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         progress: show a progress bar over chunks.
         probe: the probe mode (`finbench.sim.probe.ProbeMode`); None or `ProbeMode.full()` is
             SPEC's probe, and leaves every row and cache key as they were.
+        max_connections: episodes of a user's policy in flight at once (default 1). Above 1, each
+            of its episodes is played by a fresh copy of the policy on a thread of this process
+            (`finbench.running.overlap`), up to this many at once: for an agent that waits on a
+            server (a language model), whose episodes then overlap their waiting. Its code must be
+            safe to run on several threads at once (one instance per thread; shared state locked).
+            The package's policies are played as without it. Rows are the same for any value.
 
     Returns:
         A pandas DataFrame with the columns of `COLUMNS`; `frame.attrs["loaded"]` maps each
@@ -347,8 +393,11 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     """
     import pandas as pd
 
+    from finbench.running.overlap import check_connections
+
     profile, costs, seeds = check_inputs("evaluate", corpus, seeds, profile, costs)
     probe = check_probe("evaluate", probe)
+    max_connections = check_connections("evaluate", max_connections)
     if not (isinstance(cache, bool) or (isinstance(cache, (str, os.PathLike)) and str(cache).strip())):
         # an empty path would write into the current directory
         raise bad("evaluate", "cache", cache, "True (data/cache), False (no cache) or a folder path")
@@ -384,6 +433,11 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
         warn_caller(f"recomputed {len(rejected)} cached chunk(s) that did not match what was asked, e.g. "
                     f"{rejected[0]}", CacheWarning)
     work = list(todo.items())
+    pending = []  # a user's (chunk, policy) pairs whose episodes overlap, in threads of this process
+    if max_connections > 1:
+        pending = [(ci, item) for ci, items in work for item in items if not refs[item[0]].builtin]
+        work = [(ci, kept) for ci, items in work if (kept := [it for it in items if refs[it[0]].builtin])]
+    writable = True
     if work:
         calls = [(chunks[ci], [refs[si] for si, _, _ in items], seeds, profile, costs, probe, cache is not False)
                  for ci, items in work]
@@ -398,7 +452,6 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
             from tqdm import tqdm
 
             results = tqdm(results, total=len(work), desc="chunks", leave=False)
-        writable = True
         for (ci, items), per_ref in zip(work, results):
             ids = [t.task_id for t in chunks[ci]]
             for (si, path, key), cols in zip(items, per_ref):
@@ -406,6 +459,13 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
                     writable = K.try_save(path, key, refs[si].label, ids, seeds, cols)
                 done[(ci, si)] = cols
                 EPISODES["simulated"] += len(ids) * len(seeds)
+    for ci, (si, path, key), cols in _overlapped_chunks(pending, chunks, refs, seeds, (profile, costs, probe),
+                                                        max_connections, progress):
+        ids = [t.task_id for t in chunks[ci]]
+        if path is not None and writable:
+            writable = K.try_save(path, key, refs[si].label, ids, seeds, cols)
+        done[(ci, si)] = cols
+        EPISODES["simulated"] += len(ids) * len(seeds)
     # one column at a time, each list freed once it is an array: the rows are never held twice over
     parts = [done.pop((ci, si)) for si in range(len(refs)) for ci in range(len(chunks))]
     frame = {}

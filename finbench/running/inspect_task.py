@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import json
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 from finbench.agents.llm import NO_TOOL, brief_message, system_prompt
+from finbench.agents.llm_reply import CONTEXT_LENGTH, causes, size_refusal
 from finbench.errors import bad, check_int
 from finbench.grading import CHECKS
 from finbench.running.episode import grade_episode
@@ -49,7 +51,7 @@ STORE_KEY = "finbench"
 """Where the solver leaves the episode's summary in the sample's store (the scorer reads it)."""
 SUBSETS = ("table5", "all")
 REFUSED = "__refused_by_inspect__"  # the argument a refused call is charged with (never a well-formed call)
-__all__ = ["STORE_KEY", "SUBSETS", "finbench", "inspect_task"]
+__all__ = ["STORE_KEY", "SUBSETS", "context_refusal", "finbench", "inspect_task", "unscored"]
 
 
 def _sample_id(task_id: str, seed: int) -> str:
@@ -181,8 +183,19 @@ def _solver(cases: dict, prompt: str, profile, costs, probe):
             try:
                 while not env.done:
                     before = len(state.messages)
-                    state = await generate(state, tool_calls="single")
+                    try:
+                        state = await generate(state, tool_calls="single")
+                    except Exception as exc:  # noqa: BLE001 - a refusal for the context length ends the case
+                        refusal = context_refusal(exc)
+                        if refusal is None or turns == 0:  # another error, or the prompt alone does not fit
+                            raise
+                        ended = f"{CONTEXT_LENGTH}: {refusal}"
+                        break
                     turns += 1
+                    if getattr(state.output, "stop_reason", None) == "model_length" and \
+                            not state.output.message.tool_calls:
+                        ended = f"{CONTEXT_LENGTH}: the conversation is too long for the model (stop reason model_length)"
+                        break
                     calls = {c.id: c for c in state.output.message.tool_calls or []}
                     if not calls:
                         ended = "no tool call"
@@ -201,6 +214,20 @@ def _solver(cases: dict, prompt: str, profile, costs, probe):
         return solve
 
     return finbench_episode()
+
+
+def context_refusal(exc: BaseException) -> str | None:
+    """The server's words when `exc` (what Inspect's `generate` raised, or what caused it) is a refusal of the
+    conversation as too long for the model's context (a 413, or a 4xx about the context: vLLM's and llama.cpp's
+    wordings, `finbench.agents.llm_reply.size_refusal`); None for any other error."""
+    for cause in causes(exc):
+        status = getattr(cause, "status_code", None)
+        words = getattr(cause, "provider_message", None)  # Inspect's ModelGenerateError: the provider's own
+        probe = cause if words is None else SimpleNamespace(status_code=status, message=words)
+        found = size_refusal(probe, None)
+        if found is not None:
+            return found["error"]
+    return None
 
 
 def _summary(env: FinalityEnv, model: str, ended: str, refused: int, turns: int) -> dict:
@@ -259,3 +286,21 @@ def finbench(n_tasks: int | None = None, seeds: list[int] = (0,), subset: str = 
     """The task `inspect eval finbench/running/inspect_task.py@finbench` runs (`-T n_tasks=30 -T seeds=[0,1]`)."""
     return inspect_task(n_tasks, seeds, subset, subset_size=subset_size, subset_seed=subset_seed,
                         master_seed=master_seed)
+
+
+def unscored(logs) -> list[str]:
+    """What of Inspect's eval `logs` was not scored, one line each: a log that did not finish (its status and
+    error) and every sample without a `finbench` score (its id and the first line of its error). Empty when
+    every sample of every log was scored."""
+    out = []
+    for log in logs:
+        samples = log.samples or []
+        if log.status != "success":
+            why = getattr(log.error, "message", None) or ""
+            out.append(f"{log.eval.task}: log status {log.status}" + (f" ({why.splitlines()[0][:200]})" if why else ""))
+        for sample in samples:
+            if not (sample.scores or {}).get(STORE_KEY):
+                error = str(getattr(sample.error, "message", None) or "no score").replace("\\n", "\n")
+                lines = [line.strip(" '\")") for line in error.splitlines() if line.strip(" '\")")]
+                out.append(f"sample {sample.id}: {lines[-1][:200] if lines else 'no score'}")
+    return out

@@ -36,6 +36,7 @@ from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_polici
 from finbench.running.evaluation import check_inputs
 from finbench.running.reprice import Repricer, simulation_key
 from finbench.running.evaluation import evaluate
+from finbench.running.overlap import check_connections
 
 
 def seeds_label(seeds) -> str:
@@ -67,6 +68,8 @@ class Run:
         probe: what `probe_processor` answers (default: SPEC's full probe); see `finbench.sim.probe`.
         n_boot, boot_seed: bootstrap replicates and seed for every interval.
         n_jobs, cache, progress: how to execute; not part of the run's identity.
+        max_connections: episodes of a user's policy in flight at once, each on a thread with its own
+            copy (`evaluate`'s argument: for an agent that waits on a server); not part of the identity.
     """
 
     corpus: Corpus
@@ -80,6 +83,7 @@ class Run:
     n_jobs: int = field(default=1, compare=False)
     cache: Any = field(default=True, compare=False)
     progress: bool = field(default=False, compare=False)
+    max_connections: int = field(default=1, compare=False)
 
     def __post_init__(self):
         profile, costs, seeds = check_inputs("Run", self.corpus, self.seeds, self.profile, self.costs)
@@ -90,6 +94,7 @@ class Run:
         object.__setattr__(self, "policies", resolve_policies(self.policies))
         object.__setattr__(self, "n_boot", check_int("Run", "n_boot", self.n_boot, 1, 1_000_000))
         object.__setattr__(self, "boot_seed", check_int("Run", "boot_seed", self.boot_seed, 0))
+        check_connections("Run", self.max_connections)
 
     @classmethod
     def make(cls, master_seed: int = C.PUBLIC_SEED, n_tasks: int = C.DEFAULT_TASKS, **kw) -> Run:
@@ -211,7 +216,8 @@ def _episodes(run: Run):
             start += len(frame)
     if missing:
         df = evaluate(run.corpus, [run.policies[i] for i in missing], run.seeds, run.profile, run.costs,
-                      n_jobs=run.n_jobs, cache=run.cache, progress=run.progress, probe=run.probe)
+                      n_jobs=run.n_jobs, cache=run.cache, progress=run.progress, probe=run.probe,
+                      max_connections=run.max_connections)
         loaded.update(df.attrs.get("loaded", {}))
         for i in missing:
             ref = run.policies[i]
@@ -311,7 +317,7 @@ def sweep(base: Run, grid: dict[str, list], summarise: Callable[[Run, Any], Any]
         raise FinbenchError(f"sweep: summarise must be f(run, episodes) -> DataFrame, got {show(summarise)}")
     names = list(grid)
     bad = [n for n in names if n not in {f.name for f in dataclasses.fields(Run)} or n in ("n_jobs", "cache",
-                                                                                          "progress")]
+                                                                                          "progress", "max_connections")]
     if bad:
         raise FinbenchError(f"sweep: unknown Run field(s) {bad}; sweepable: corpus, seeds, profile, costs, "
                             "policies, probe, n_boot, boot_seed")

@@ -279,10 +279,12 @@ def test_a_model_that_never_disposes_is_closed_by_the_budget(run, tmp_path, key)
 
 
 def test_a_killed_server_and_a_resumed_run(run, tmp_path, key):
+    """One connection: the kill falls inside one episode, which the second run resumes."""
     runs = tmp_path / "runs"
     first = Loopback(kill_after=70)
     with pytest.raises(openai.APIConnectionError):
-        M.run_model(run, MODEL, first.base_url, transcripts=runs, api_key_env=KEY_ENV, max_retries=1, timeout=5)
+        M.run_model(run, MODEL, first.base_url, transcripts=runs, api_key_env=KEY_ENV, max_retries=1, timeout=5,
+                    max_connections=1)
     agent = ModelAgent(MODEL, None, transcripts=runs)
     done = {t.task_id for t in run.corpus.tasks if agent.finished(t.task_id, 0)}
     started = {p.name.split("__")[0] for p in (runs / model_dir_name(MODEL)).glob("*.jsonl")}
@@ -290,7 +292,7 @@ def test_a_killed_server_and_a_resumed_run(run, tmp_path, key):
     partial = (started - done).pop()
     second = Loopback()
     try:
-        rows = M.run_model(run, MODEL, second.base_url, transcripts=runs, api_key_env=KEY_ENV)
+        rows = M.run_model(run, MODEL, second.base_url, transcripts=runs, api_key_env=KEY_ENV, max_connections=1)
     finally:
         second.close()
     asked = {s["order_id"] for s in second.seen}

@@ -150,7 +150,7 @@ def test_notebook_without_network_or_transcripts_shows_the_gate_row_and_a_note(e
     t5 = read_table(tmp_path / "tables" / "table5.csv")
     assert list(t5["policy"]) == ["finality_gate"]
     md = (tmp_path / "tables" / "table5.md").read_text()
-    assert "**No model row: no model was run.**" in md and fb.make_corpus(n_tasks=30).fingerprint in md
+    assert "**No model row: no model was named.**" in md and fb.make_corpus(n_tasks=30).fingerprint in md
     claims = read_table(tmp_path / "tables" / "claims_model_arm.csv").set_index("id")
     assert (claims.loc[[i for i in claims.index if i.startswith("model_")], "verdict"] == "not run").all()
     assert list(claims.index) == [r.name for r in paper_claims("model_arm")]
@@ -173,10 +173,20 @@ def test_notebook_builds_table5_from_transcripts_on_disk(tmp_path, key):
         srv.close()
     params = {"n_tasks": 30, "subset_size": 12, "tables_dir": str(tmp_path / "tables"),
               "data_dir": str(tmp_path / "data"), "cache_dir": str(tmp_path / "cache")}
-    run_notebook(ROOT / "notebooks" / "03_model_arm.ipynb", params, out_dir=tmp_path / "nb")  # no endpoint
+    nb = ROOT / "notebooks" / "03_model_arm.ipynb"
+    run_notebook(nb, params, out_dir=tmp_path / "nb")  # no model named: the gate's row, transcripts or not
     t5 = read_table(tmp_path / "tables" / "table5.csv").set_index("policy")
+    assert list(t5.index) == ["finality_gate"]
+    committed = {p.name: p.read_bytes() for p in (tmp_path / "tables").iterdir()}
+    run_notebook(nb, {**params, "models": MODEL}, out_dir=tmp_path / "nb2")  # named: replayed, no endpoint
+    assert {p.name: p.read_bytes() for p in (tmp_path / "tables").iterdir()} == committed  # untouched
+    out = M.output_folder(tmp_path / "tables", [MODEL], False)
+    assert out.parent == tmp_path / "build" / "model_arm"
+    t5 = read_table(out / "table5.csv").set_index("policy")
     assert list(t5.index) == ["finality_gate", MODEL] and t5.loc[MODEL, "episodes"] == len(run.corpus)
-    assert "No model row" not in (tmp_path / "tables" / "table5.md").read_text()
+    assert "No model row" not in (out / "table5.md").read_text()
+    run_notebook(nb, {**params, "models": MODEL, "publish": True}, out_dir=tmp_path / "nb3")  # asked to publish
+    assert list(read_table(tmp_path / "tables" / "table5.csv")["policy"]) == ["finality_gate", MODEL]
     _no_key_anywhere(tmp_path)
 
 
@@ -201,14 +211,16 @@ def test_the_notebooks_timeout_and_max_tokens_reach_the_server(tmp_path, key):
     srv = Loopback(faults={1: "slow"})  # one reply slower than the timeout: the client gives up and retries
     params = {"n_tasks": 30, "subset_size": 12, "tables_dir": str(tmp_path / "tables"),
               "data_dir": str(tmp_path / "data"), "cache_dir": str(tmp_path / "cache"), "model": MODEL,
-              "base_url": srv.base_url, "api_key_env": KEY_ENV, "timeout": 0.5, "max_tokens": 64}
+              "base_url": srv.base_url, "api_key_env": KEY_ENV, "timeout": 0.5, "max_tokens": 64,
+              "max_connections": 1}  # one at a time: the slow reply is the second request
     try:
         run_notebook(ROOT / "notebooks" / "03_model_arm.ipynb", params, out_dir=tmp_path / "nb")
     finally:
         srv.close()
     assert srv.seen and {s["max_tokens"] for s in srv.seen} == {64}
     assert srv.seen[2]["turn"] == srv.seen[1]["turn"]  # the slow turn asked again: the 0.5 s timeout was used
-    t5 = read_table(tmp_path / "tables" / "table5.csv").set_index("policy")
+    assert not (tmp_path / "tables").exists()  # a model's run writes no committed table
+    t5 = read_table(M.output_folder(tmp_path / "tables", [MODEL], False) / "table5.csv").set_index("policy")
     assert list(t5.index) == ["finality_gate", MODEL]  # the episodes under max_tokens=64 are the ones replayed
     headers = [read_transcript(p)[0] for p in (tmp_path / "data" / "model_runs").rglob("*.jsonl")]
     assert {h["params"]["max_tokens"] for h in headers} == {64}
