@@ -7,7 +7,7 @@ export PYTHONPATH := $(CURDIR)
 export SOURCE_DATE_EPOCH := 0
 export MPLBACKEND := Agg
 
-.PHONY: all venv test test-fast reproduce reproduce-paper check bench lab eval mutate clean
+.PHONY: all venv test test-fast reproduce reproduce-paper check bench bench-model lab eval mutate clean
 
 all: test
 
@@ -51,6 +51,13 @@ check: $(STAMP)
 # episodes per second over the full corpus x 5 seeds, one process
 bench: $(STAMP)
 	$(PY) -m finbench.bench
+
+# a model's episodes against the scripted model server (finbench mock-server) at 0.25 s a request: Table V's
+# subset with 1 and 16 connections, both walls, the ratio, requests and tokens, rows and transcripts compared.
+# `make bench-model BENCH_MODEL_ARGS="--latency 2 --connections 32 --max-in-flight 8"`
+BENCH_MODEL_ARGS ?=
+bench-model: $(STAMP)
+	$(PY) -m finbench.bench_model $(BENCH_MODEL_ARGS)
 
 # your agent beside the nine, its report card in build/eval/<name>/ (python -m finbench eval --help):
 # `make eval AGENT=my_agent.py:MyAgent EVAL_ARGS="--n-tasks 30 --seeds 2"`
