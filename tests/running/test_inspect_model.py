@@ -34,7 +34,8 @@ def test_a_context_length_refusal_closes_and_scores_the_sample(local, tmp_path, 
     task = fb.inspect_task(n_tasks=30, subset_size=12)
     with MockServer(max_messages=12, wording=wording) as srv:
         local(srv)
-        logs = inspect_ai.eval(task, model=MODEL, display="none", log_dir=str(tmp_path), max_connections=4)
+        # a model name per server: Inspect keeps a model, and the base URL it was made with, per name
+        logs = inspect_ai.eval(task, model=f"{MODEL}-{wording}", display="none", log_dir=str(tmp_path), max_connections=4)
         refused = srv.stats()["context_refused"]
     assert unscored(logs) == [] and logs[0].status == "success"
     samples = logs[0].samples
@@ -98,5 +99,5 @@ def test_the_registered_task_runs_from_any_folder(tmp_path):
         answered = srv.stats()["answered"]
     assert proc.returncode == 0, proc.stderr
     log = json.loads(next((tmp_path / "logs").glob("*.json")).read_text())
-    assert log["status"] == "success" and log["eval"]["task"] == "finbench/finbench"
+    assert log["status"] == "success" and log["eval"]["task_registry_name"] == "finbench/finbench"
     assert len(log["samples"]) == 2 and all(s["scores"]["finbench"] for s in log["samples"]) and answered > 0
