@@ -43,6 +43,17 @@ the first episode when it can be:
 73    the card could not be written after the run (``EX_CANTCREAT``: a full disk, a read-only file system)
 ====  ==========================================================
 
+``eval --model NAME --base-url URL`` runs a language model (an OpenAI-compatible chat-completions endpoint)
+instead of AGENT, with the same codes; its episodes overlap their waiting (``--max-connections``, 8 by default)
+and its card holds a ``model`` section (requests, tokens, latency, where its episodes came from). A server that
+refuses the first connection fails at once (70, naming the endpoint).
+
+``mock-server`` serves a scripted model on 127.0.0.1 (`finbench.agents.mock_server`) until it has been idle
+for ``--idle-exit`` seconds (0 when it stopped so, 64 a bad option or a port in use).
+
+``inspect --model NAME`` runs the package's Inspect task (``finbench/finbench``) and exits 0 when every
+sample was scored, 1 when any was left unscored (each named on stderr), 70 when Inspect could not run.
+
 ``reproduce [NAME ...]`` (``--paper``: the paper's notebooks only) and ``check`` are
 ``make reproduce`` and ``make check`` (`finbench.pipeline`): the same notebooks, the same files,
 the same exit codes (0 done or every output matches, 1 stale outputs, 64 an unknown notebook).

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -250,9 +251,14 @@ class MockServer:
 
 def main(args) -> int:
     """`finbench mock-server`: serve until idle for `--idle-exit` seconds (or Ctrl-C)."""
-    srv = MockServer(args.port, latency=args.latency, max_in_flight=args.max_in_flight,
-                     max_messages=args.max_messages, wording=args.wording, usage=not args.no_usage,
-                     idle_exit=args.idle_exit, model=args.model)
+    try:
+        srv = MockServer(args.port, latency=args.latency, max_in_flight=args.max_in_flight,
+                         max_messages=args.max_messages, wording=args.wording, usage=not args.no_usage,
+                         idle_exit=args.idle_exit, model=args.model)
+    except OSError as exc:  # the port is taken (or not ours to take): one line, as for any bad option
+        print(f"finbench mock-server: cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc}"
+              " (another port: --port N, or --port 0 for any free one)", file=sys.stderr)
+        return 64
     print(f"finbench mock-server: serving {srv.base_url} (model {srv.model!r}; latency {srv.latency:g} s"
           + (f", 429 above {srv.max_in_flight} in flight" if srv.max_in_flight else "")
           + (f", context refused above {srv.max_messages} messages" if srv.max_messages else "")

@@ -33,7 +33,7 @@ from finbench.sim.task import Task
 from finbench.sim.economics import Costs
 from finbench.sim.env import IRREVERSIBLE, FinalityEnv
 from finbench.sim.result import EpisodeResult
-from finbench.sim.play import play
+from finbench.running.episode import played
 from finbench.sim.faults import FaultProfile
 from finbench.agents.registry import as_ref
 from finbench.sim.probe import ProbeMode
@@ -86,8 +86,7 @@ def _play(task: Task, policy, seed: int, profile: FaultProfile | None, costs: Co
     """`run_episode`, keeping the environment. A policy object is deep-copied (as `evaluate`
     does), so drawing an episode never changes the caller's policy."""
     ref = as_ref(policy)  # PolicyError for an unknown name, knob or object, before anything runs
-    env = FinalityEnv(task, seed, profile, costs, probe=probe)
-    play(env, ref.make())
+    env = played(FinalityEnv(task, seed, profile, costs, probe=probe), ref.make())
     return env, env.result(ref.label)
 
 

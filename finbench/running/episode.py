@@ -5,6 +5,7 @@ episode's trace against the benchmark's own contract, once per trace shape.
 """
 from __future__ import annotations
 
+import sys
 from itertools import repeat
 from operator import itemgetter
 
@@ -20,6 +21,39 @@ from finbench.sim.play import play, policy_name
 from finbench.sim.probe import ProbeMode
 from finbench.sim.result import EpisodeResult
 from finbench.sim.trace import build_trace, episode_inputs, trace_shape
+
+
+OUTCOME = ("position", "gap", "exact", "disposition", "n_calls")
+"""What a policy that has `episode_end(outcome)` is told when its case has ended."""
+
+
+def tell_start(policy, task: Task, seed: int) -> None:
+    """Tell the package's `ModelAgent` which (task, seed) it is about to play, to name its transcript: a
+    twin pair's halves share their order id and their brief, which is all `begin` sees. No other policy is
+    told (a task id names a twin half's outcome). `finbench eval` plays a policy inside a wrapper that holds
+    it as `_policy`."""
+    llm = sys.modules.get("finbench.agents.llm")  # not imported: no `ModelAgent` exists
+    inner = getattr(policy, "_policy", policy)
+    if llm is not None and isinstance(inner, llm.ModelAgent):
+        inner.bind(task.task_id, seed)
+
+
+def tell_end(policy, outcome: dict) -> None:
+    """Tell a policy that has an `episode_end(outcome)` method (a `ModelAgent`: it closes its transcript)
+    that its case has ended; `outcome` holds `OUTCOME`'s values."""
+    end = getattr(policy, "episode_end", None)
+    if callable(end):
+        end(outcome)
+
+
+def played(env: FinalityEnv, policy) -> FinalityEnv:
+    """`play` a policy, telling it where its episode starts and ends (`tell_start`, `tell_end`)."""
+    tell_start(policy, env.task, env.seed)
+    play(env, policy)
+    if callable(getattr(policy, "episode_end", None)):  # the result only for a policy that is told it
+        res = env.result(policy_name(policy))
+        tell_end(policy, {c: getattr(res, c) for c in OUTCOME})
+    return env
 
 
 def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None = None,
@@ -48,8 +82,7 @@ def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None 
     if isinstance(policy, type) or not (hasattr(policy, "act") and hasattr(policy, "begin")):
         ref = as_ref(policy)
         policy, label = ref.make(), ref.label
-    env = FinalityEnv(task, seed, profile, costs, probe=probe)
-    play(env, policy)
+    env = played(FinalityEnv(task, seed, profile, costs, probe=probe), policy)
     EPISODES["simulated"] += 1
     return env.result(label or policy_name(policy))
 

@@ -27,7 +27,8 @@ from finbench.sim.probe import ProbeMode, check_probe
 from finbench.sim.world import World, base_world, replayed_firings
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
 from finbench.running.endings import ended
-from finbench.running.episode import episode_contract
+from finbench.running.episode import OUTCOME as _OUTCOME_COLUMNS, episode_contract, tell_start
+from finbench.running.episode import tell_end as told_end
 from finbench.sim.corpus import Corpus
 
 CacheWarning = K.CacheWarning
@@ -194,15 +195,12 @@ def _keep_reads(key: tuple, env: FinalityEnv, row: tuple, probe=None) -> None:
     _SEEN.setdefault(key, []).append(_Kept(captures, until, reads, row, env.profile, probe, env.probe_calls > 0))
 
 
-_OUTCOME = tuple(COLUMNS.index(c) for c in ("position", "gap", "exact", "disposition", "n_calls"))
+_OUTCOME = tuple(COLUMNS.index(c) for c in _OUTCOME_COLUMNS)
 
 
 def tell_end(policy, row: tuple) -> None:
-    """Tell a policy that has an `episode_end(outcome)` method (a `ModelAgent`: it closes its transcript)
-    that its case has ended: `outcome` holds the row's position, gap, exact, disposition and n_calls."""
-    end = getattr(policy, "episode_end", None)
-    if callable(end):
-        end({c: row[i] for c, i in zip(("position", "gap", "exact", "disposition", "n_calls"), _OUTCOME)})
+    """`episode.tell_end` with the outcome read from an episode row."""
+    told_end(policy, {c: row[i] for c, i in zip(_OUTCOME_COLUMNS, _OUTCOME)})
 
 
 def played_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs,
@@ -210,6 +208,7 @@ def played_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Co
     """A user's episode as `run_chunk` plays it (a fresh policy, the public step, its end told), outside a
     chunk and its `batch_mode`: what `evaluate` runs in threads when episodes overlap (`max_connections`)."""
     policy = ref.make()
+    tell_start(policy, task, seed)
     row = _row(play(FinalityEnv(task, seed, profile, costs, probe=probe), policy), ref.label)
     tell_end(policy, row)
     return row
@@ -283,6 +282,8 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
                         mine.append(row)
                         continue
                     policy = ref.make()
+                    if not ref.builtin:
+                        tell_start(policy, task, seed)
                     env = play(FinalityEnv(task, seed, profile, costs, probe=probe), policy)
                     row = _row(env, ref.label)
                     mine.append(row)
@@ -487,7 +488,9 @@ def _shown(label: str) -> str:
 
 def note_uncached(refs, keys) -> None:
     """Say once which policies are played afresh, and how a user's policy is cached."""
-    mine = [_shown(r.label) for r, k in zip(refs, keys) if k is None and not r.builtin and r.cache_id is None]
+    llm = sys.modules.get("finbench.agents.llm")  # a `ModelAgent` replays from its transcripts instead
+    mine = [_shown(r.label) for r, k in zip(refs, keys) if k is None and not r.builtin and r.cache_id is None
+            and not (llm is not None and isinstance(r.source, llm.ModelAgent))]
     if mine:
         print(f"note: playing {', '.join(mine)} afresh (not cached): a policy of your own is cached only when it "
               "declares a version, e.g. `cache_id = \"v1\"` on its class (bump it whenever what it plays changes)",

@@ -179,3 +179,23 @@ def test_a_thread_deadline_stops_a_slow_agent_on_threads(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 70 and "ran over the limit of 1 s per episode" in err, err
     assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("connections", ["1", "4"])
+def test_a_twin_pairs_halves_keep_transcripts_of_their_own(tmp_path, capsys, connections):
+    """The halves of a twin pair share their order id and their brief: `evaluate` tells a `ModelAgent` which
+    task it plays, so each half is asked, and transcribed, as itself (never replayed from its twin's)."""
+    pair = [t for t in fb.make_corpus().tasks if t.order_id == "ord-0014"]
+    assert [t.twin_side for t in pair] == ["settle", "fail"]
+    with MockServer() as srv:
+        assert main(["eval", "--model", "careful", "--base-url", srv.base_url, "--task-ids", "ord-0014",
+                     "--seeds", "2", "--n-jobs", "1", "--no-cache", "--transcripts", str(tmp_path / "runs"),
+                     "--max-connections", connections, "--out", str(tmp_path / "card")]) == 0
+        answered = srv.stats()["answered"]
+    m = json.loads((tmp_path / "card" / "card.json").read_text())["model"]
+    assert m["episodes"] == {"asked_now": 4, "resumed": 0, "replayed": 0}
+    # the card's timelines of the pair replay its transcripts: the server was asked for the card's episodes only
+    assert (tmp_path / "card" / "worst_twin_pair.png").exists() and m["requests"] == answered
+    assert "afresh (not cached)" not in capsys.readouterr().err  # a model replays from its transcripts
+    names = sorted(p.name.split("__")[0] for p in (tmp_path / "runs").rglob("*.jsonl"))
+    assert names == sorted(t.task_id for t in pair for _ in range(2)) and len(set(names)) == 2

@@ -147,3 +147,15 @@ def test_the_server_stops_by_itself_when_idle():
     assert time.monotonic() - started < 5
     with pytest.raises(openai.APIConnectionError):
         openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0, timeout=2).models.list()
+
+
+@pytest.mark.slow  # a loopback server
+def test_the_command_serves_until_idle_and_refuses_a_taken_port(capsys):
+    from finbench.cli import main
+
+    with MockServer() as taken:
+        assert main(["mock-server", "--port", str(taken.port), "--idle-exit", "0.5"]) == 64
+        assert f"cannot serve on 127.0.0.1:{taken.port}" in capsys.readouterr().err
+    assert main(["mock-server", "--port", "0", "--idle-exit", "0.5", "--latency", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "serving http://127.0.0.1:" in out and "stopped; 0 requests received" in out
