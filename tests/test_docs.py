@@ -22,6 +22,8 @@ GENERATED = ("build/", "data/cache/", "data/model_runs/")
 """What `make` (and the runs it starts) writes and nobody commits: named in the documents, never held."""
 EXTENSIONS = (".py", ".md", ".ipynb", ".csv", ".toml", ".cfg", ".txt", ".jsonl", ".json")
 FOLDERS = ("finbench/", "docs/", "tables/", "figures/", "notebooks/", "data/", "tests/", "scripts/")
+INSPECT_TASKS = ("finbench/finbench", "finbench/table5")
+"""The package's tasks as Inspect names them (`inspect eval finbench/finbench`): not paths."""
 PLACEHOLDERS = ("PATH", "STEM", "NAME", "DIR")
 """Upper-case words the documents use for a name the reader chooses (`PATH.py:NAME`, `data/traces/bad/STEM.jsonl`)."""
 SKIP_DIRS = {".git", ".venv", ".hypothesis", ".pytest_cache", "__pycache__", "build", "mutants", "node_modules"}
@@ -61,7 +63,7 @@ def _candidate(token: str) -> str | None:
     token = re.sub(r"(\.(?:py|ipynb))[@:][\w.*]+$", r"\1", token)   # file.py@task, PATH.py:NAME
     if not token or token.startswith(("/", "~", "$", "-")) or "://" in token or re.fullmatch(r"\.\w+", token):
         return None
-    if not (token.endswith(EXTENSIONS) or token.startswith(FOLDERS)):
+    if not (token.endswith(EXTENSIONS) or token.startswith(FOLDERS)) or token in INSPECT_TASKS:
         return None
     return token
 
