@@ -324,6 +324,28 @@ def test_an_out_that_cannot_hold_the_card_exits_64(out, why, doors, tmp_path, ca
     assert stdout == "" and file.read_text() == "not a folder\n"
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="Linux /proc only")
+def test_an_out_the_system_refuses_is_found_before_the_first_episode(doors, tmp_path, capsys):
+    """/proc/x passes every check of the path's shape (its parent is a folder root may write to); only making
+    it fails. The command makes and removes a file there before the first episode: nothing is played."""
+    got, stdout, err = run_eval(capsys, f"{doors}:Patient", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
+                                "--no-cache", "--out", "/proc/x")
+    assert got == 64, err
+    assert err.startswith("finbench eval: argument --out: must be a folder the card can be written to, got '/proc/x'")
+    assert stdout == "" and not os.path.exists("/proc/x")
+
+
+def test_the_installed_command_exits_though_a_thread_is_left(doors, tmp_path):
+    """The `finbench` console script (not `python -m finbench`) writes the card, exits 0 and says why it did
+    not wait for the thread the agent left."""
+    exe = Path(sys.executable).parent / "finbench"
+    proc = subprocess.run([str(exe), "eval", f"{doors}:Threader", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
+                           "--no-cache", "--out", str(tmp_path / "card")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=90, env={**os.environ, "THREADER_PIDS": str(tmp_path / "pids")})
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "card" / "report.md").is_file() and "exiting although 1 thread(s)" in proc.stderr
+
+
 def test_an_unwritable_out_exits_64(doors, tmp_path, capsys, monkeypatch):
     """A folder the process may not write in (root may write anywhere, so os.access is asked as a user would be)."""
     locked = tmp_path / "locked"
