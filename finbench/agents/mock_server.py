@@ -32,7 +32,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["MODEL", "MockServer", "careful_call", "main"]
+__all__ = ["MODEL", "MockServer", "careful_call", "main", "send_json"]
 
 MODEL = "careful"
 """The model name the server answers to by default (any name is accepted and echoed)."""
@@ -131,7 +131,7 @@ class MockServer:
                 outer._handle(self)
 
             def do_GET(self):  # /v1/models, as clients probe it
-                outer._send(self, 200, {"object": "list", "data": [{"id": outer.model, "object": "model"}]})
+                send_json(self, 200, {"object": "list", "data": [{"id": outer.model, "object": "model"}]})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
@@ -195,7 +195,7 @@ class MockServer:
             if over:
                 with self._lock:
                     self._counts["rate_limited"] += 1
-                return self._send(h, 429, {"error": {"message": "Rate limit reached: too many requests in flight",
+                return send_json(h, 429, {"error": {"message": "Rate limit reached: too many requests in flight",
                                                      "type": "rate_limit_error", "code": 429}},
                                   {"retry-after-ms": "50"})
             body = _json(raw.decode("utf-8", "replace"))
@@ -203,7 +203,7 @@ class MockServer:
             if not isinstance(messages, list) or not messages:
                 with self._lock:
                     self._counts["bad_requests"] += 1
-                return self._send(h, 400, {"error": {"message": "messages must be a non-empty list",
+                return send_json(h, 400, {"error": {"message": "messages must be a non-empty list",
                                                      "type": "invalid_request_error", "code": 400}})
             if self.latency:
                 time.sleep(self.latency)
@@ -212,7 +212,7 @@ class MockServer:
                 with self._lock:
                     self._counts["context_refused"] += 1
                 words, kind = REFUSALS[self.wording]
-                return self._send(h, 400, {"error": {"message": words.format(n=4096, m=_tokens(sent) + 4096),
+                return send_json(h, 400, {"error": {"message": words.format(n=4096, m=_tokens(sent) + 4096),
                                                      "type": kind, "code": 400}})
             tool, args = careful_call(messages)
             turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
@@ -228,25 +228,28 @@ class MockServer:
                                   "total_tokens": prompt + completion}
             with self._lock:
                 self._counts["answered"] += 1
-            self._send(h, 200, reply)
+            send_json(h, 200, reply)
         finally:
             with self._lock:
                 self._counts["in_flight"] -= 1
                 self._last = time.monotonic()
 
-    @staticmethod
-    def _send(h, status: int, payload: dict, headers: dict | None = None) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            h.send_response(status)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                h.send_header(k, v)
-            h.end_headers()
-            h.wfile.write(data)
-        except OSError:  # the client gave up and went away
-            pass
+
+
+def send_json(h, status: int, payload: dict, headers: dict | None = None) -> None:
+    """Answer the request `h` (a `BaseHTTPRequestHandler`) with `payload` as JSON; a client that went away
+    is let go."""
+    data = json.dumps(payload).encode()
+    try:
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(data)
+    except OSError:  # the client gave up and went away
+        pass
 
 
 def main(args) -> int:

@@ -23,6 +23,7 @@ import pytest
 
 import finbench as fb
 from finbench.experiments import model_arm as M
+from finbench.agents.mock_server import send_json
 from finbench.agents.llm import ModelAgent, model_dir_name, read_transcript
 
 MODEL = "loopback/scripted:v1"
@@ -152,19 +153,7 @@ class Loopback:
         """Send the scripted completion (a subclass may send something else: tests/agents/test_llm_hostile.py)."""
         self._send(h, 200, completion)
 
-    @staticmethod
-    def _send(h, status, payload, headers=None):
-        data = json.dumps(payload).encode()
-        try:
-            h.send_response(status)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                h.send_header(k, v)
-            h.end_headers()
-            h.wfile.write(data)
-        except OSError:  # the client timed out and went away
-            pass
+    _send = staticmethod(send_json)
 
 
 @pytest.fixture
