@@ -57,7 +57,7 @@ bench: $(STAMP)
 # `make bench-model BENCH_MODEL_ARGS="--latency 2 --connections 32 --max-in-flight 8"`
 BENCH_MODEL_ARGS ?=
 bench-model: $(STAMP)
-	$(PY) -m finbench.bench_model $(BENCH_MODEL_ARGS)
+	$(PY) -m finbench.bench model $(BENCH_MODEL_ARGS)
 
 # your agent beside the nine, its report card in build/eval/<name>/ (python -m finbench eval --help):
 # `make eval AGENT=my_agent.py:MyAgent EVAL_ARGS="--n-tasks 30 --seeds 2"`

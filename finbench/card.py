@@ -8,9 +8,7 @@ The card reads the experiment layer's own tables (Table II and III and the gap b
 `experiments.headline`, Table IV from `experiments.twins`, the split of `exactly_one_effect` from
 `experiments.effects`), so its numbers are the notebooks' numbers for the same run; what it adds (invalid
 calls, how cases ended, calls and ticks, pass^k for every k, its losses against the gate) is
-`analysis.card_tables`. `card.json` holds all of it (schema `finbench-card/1`, docs/card.md). It sits at
-the top of the package because it imports the experiment layer, which `analysis` may not; it is not named
-`report_card` so that the module never shadows the function of that name exported by `finbench`.
+`analysis.card_tables`; `card.json` holds all of it (docs/card.md). At the top: it imports the experiments.
 """
 from __future__ import annotations
 
@@ -412,9 +410,7 @@ def card_of(run: Run, agent: str, rows: pd.DataFrame | None = None, spec: str | 
         rows: the run's episode rows, if already evaluated (else `run.evaluate()`).
         spec: how a command names the agent (PATH.py:NAME or module:NAME), for the commands that draw its
             episodes; None: a built-in's label, else the placeholder AGENT.
-        model: for a language model, what it is and what its run asked (`finbench.eval_cli.model_facts`:
-            name, endpoint, sampling, prompt hash, requests, tokens, latency, where its episodes came from);
-            card.json's `model` object (docs/card.md).
+        model: a language model's facts (`eval_cli.model_facts`): card.json's `model` object (docs/card.md).
     """
     labels = run.labels
     if agent not in labels or GATE not in labels:

@@ -69,15 +69,15 @@ usage errors to 64.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from finbench.errors import FinbenchError, show
-from finbench.eval_cli import EXIT_NOINPUT, EXIT_SOFTWARE, EXIT_USAGE, TIMEOUT, cmd_eval, plain, unwritable
+from finbench.eval_cli import EXIT_NOINPUT, EXIT_SOFTWARE, EXIT_USAGE, TIMEOUT, cmd_eval, plain
+from finbench.commands import model as M
+from finbench.commands import options as O
 from finbench.grading import CHECKS, MAX_MONEY, Contract, TraceError, grade_trace, load_trace
 
 __all__ = ["EXIT_CODES", "build_parser", "main"]
@@ -113,12 +113,6 @@ def _money(text: str) -> float:
     return value
 
 
-def _text(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return text
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Builds the ``finbench`` parser with one subparser per command."""
     parser = _Parser(prog="finbench", description="FinalityBench command line.")
@@ -134,9 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     grade.add_argument("trace", type=Path, metavar="TRACE.jsonl", help="the effect trace")
-    grade.add_argument("--order", required=True, type=_text, help="the order the contract is about")
+    grade.add_argument("--order", required=True, type=O.text, help="the order the contract is about")
     grade.add_argument("--amount", required=True, type=_money, help="the contracted amount")
-    grade.add_argument("--op", default="refund", type=_text, help="the effect's operation (default: refund)")
+    grade.add_argument("--op", default="refund", type=O.text, help="the effect's operation (default: refund)")
     grade.add_argument(
         "--allow-reversal",
         action="store_true",
@@ -144,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grade.set_defaults(func=_cmd_grade, parser=grade)
     _add_eval(commands)
-    _add_mock_server(commands)
-    _add_inspect(commands)
+    M.add_mock_server(commands)
+    M.add_inspect(commands)
     reproduce = commands.add_parser(
         "reproduce", help="run the notebooks headless: every table and figure (make reproduce)",
         description="Run the notebooks headless, full size, regenerating tables/ and figures/ (as make reproduce).")
@@ -199,236 +193,11 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     return EXIT_CODES[verdict.verdict]
 
 
-# --- eval: its options (the command is finbench.eval_cli) -------------------------------------------------------
-
-AGENT = "PATH.py:NAME or module:NAME"  # as finbench.agents.loading words it (not imported: it loads the simulator)
-POLICY = "a class with begin(brief) and act(observation), a factory of no arguments returning one, or such an object"
-_FAMILIES = ("delay", "duplicate", "loss", "reorder", "partial_commit", "stale_read")  # sim.constants.FAMILIES
-_PROFILE = (f"default, none, only:FAMILIES or without:FAMILIES (comma-separated from {', '.join(_FAMILIES)}); all "
-            "is default's other name (every family), as stamps print it")
-N_TASKS = ("a corpus of N tasks generated from the public corpus's seed with its mix of archetypes scaled to N "
-           "(make_corpus(n_tasks=N)); only N=321 is the public corpus: for any other N these are not the public "
-           "corpus's first N tasks (ids from ord-0001 again, naming other tasks), so its numbers are not the "
-           "public corpus's; to run tasks of the public corpus, give --task-ids (default: 321)")
-TASK_IDS = ("run these tasks of the public corpus (321 tasks, make_corpus()) instead, comma-separated: a task "
-            "id (ord-0007) or a twin pair's order id (ord-0005: both halves, ord-0005:settle and ord-0005:fail; "
-            "a half alone is refused, as the card compares whole pairs); an id the corpus lacks exits 64")
-_PROBE = "full, none, delayed[:D], rate_limited[:N] or identity_only"
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {show(text)}")
-    return n
-
-
-def _jobs(text: str) -> int:
-    if text.strip() == "-1":
-        return -1
-    try:
-        return _count(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer or -1 (every core), got {show(text)}") from None
-
-
-def _task_ids(text: str) -> tuple[str, ...]:
-    from finbench.sim.corpus import corpus_for  # lazy: `grade` loads no simulator
-
-    tasks = corpus_for().tasks  # the public corpus
-    ids = {t.task_id: t for t in tasks}
-    units: dict[str, list[str]] = {}
-    for t in tasks:
-        units.setdefault(t.unit, []).append(t.task_id)
-    chosen: list[str] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        if part not in ids and part not in units:
-            raise argparse.ArgumentTypeError(f"the public corpus has no task {show(part)} (its ids run from "
-                                             f"{tasks[0].unit} to ord-{len(units):04d}; a twin pair's halves are "
-                                             "ID:settle and ID:fail)")
-        chosen += [i for i in units.get(part, [part]) if i not in chosen]
-    half = next((i for i in chosen if any(j not in chosen for j in units[ids[i].unit])), None)
-    if half is not None:
-        raise argparse.ArgumentTypeError(f"{show(half)} is one half of the twin pair {ids[half].unit}: give "
-                                         f"{ids[half].unit} for both halves (the card compares whole pairs)")
-    if not chosen:
-        raise argparse.ArgumentTypeError(f"must name at least one task, got {show(text)}")
-    return tuple(chosen)
-
-
-def _profile(text: str):
-    from finbench.sim.faults import FaultProfile  # lazy: `grade` loads no simulator
-
-    kind, colon, rest = text.strip().partition(":")
-    families = [f for f in rest.replace("+", ",").split(",") if f]
-    if not colon and kind in ("default", "all"):
-        return FaultProfile.default()
-    if not colon and kind == "none":
-        return FaultProfile.none()
-    if kind in ("only", "without") and families and set(families) <= set(_FAMILIES):
-        return (FaultProfile.only if kind == "only" else FaultProfile.without)(*families)
-    raise argparse.ArgumentTypeError(f"must be {_PROFILE}, got {show(text)}")
-
-
-def _probe(text: str):
-    from finbench.sim.probe import ProbeMode  # lazy: `grade` loads no simulator
-
-    kind, colon, knob = text.strip().partition(":")
-    try:
-        if kind in ("full", "none", "identity_only") and not colon:
-            return ProbeMode(kind)
-        if kind == "delayed":
-            return ProbeMode.delayed(int(knob)) if colon else ProbeMode.delayed()
-        if kind == "rate_limited":
-            return ProbeMode.rate_limited(int(knob)) if colon else ProbeMode.rate_limited()
-    except (ValueError, FinbenchError):
-        pass
-    raise argparse.ArgumentTypeError(f"must be {_PROBE} (D in 1..1800 ticks, N in 0..40 answers), got {show(text)}")
-
-
-def _costs(text: str):
-    from finbench.sim.economics import Costs  # lazy: `grade` loads no simulator
-
-    kinds = {f.name: f.type for f in dataclasses.fields(Costs)}
-    allowed = f"key=value,... with keys from {', '.join(kinds)}"
-    values = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, eq, value = (s.strip() for s in item.partition("="))
-        if not eq or key not in kinds or key in values:
-            raise argparse.ArgumentTypeError(f"must be {allowed} (each once), got {show(text)}")
-        try:
-            values[key] = int(value) if kinds[key] in (int, "int") else float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{key} must be a number, got {show(value)}") from None
-    try:
-        return Costs(**values)
-    except FinbenchError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seconds(text: str) -> float | None:
-    if text.strip().lower() == "none":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if value == 0:
-        return None
-    if not 0.01 <= value <= 86_400:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds in [0.01, 86400], or 0 or none for no "
-                                         f"limit, got {show(text)}")
-    return value
-
-
-def _out(text: str) -> Path:
-    path = Path(text)
-    why = unwritable(path) if text.strip() else "it is empty"
-    if why:
-        raise argparse.ArgumentTypeError(f"must be a folder the card can be written to, got {show(text)}: {why}")
-    return path
-
-
-def _nonneg(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {show(text)}")
-    return n
-
-
-def _add_mock_server(commands) -> None:
-    srv = commands.add_parser(
-        "mock-server", help="serve a scripted model on 127.0.0.1 (OpenAI-compatible) to try the model path offline",
-        description="Serve an OpenAI-compatible chat-completions endpoint on 127.0.0.1 that plays a careful "
-                    "strategy from the conversation alone (probe, wait, ship when settled, one fresh-key retry after "
-                    "a confirmed failure, escalate near the deadline: finbench.agents.mock_server). It stops by "
-                    "itself after --idle-exit seconds without a request.")
-    srv.add_argument("--port", type=int, default=8765, help="the port (default: 8765; 0: any free port)")
-    srv.add_argument("--latency", type=float, default=0.25, metavar="SECONDS",
-                     help="seconds before each answer (default: 0.25)")
-    srv.add_argument("--max-in-flight", type=_count, default=None, metavar="K",
-                     help="answer 429 to a request that arrives while K are being answered (default: never)")
-    srv.add_argument("--max-messages", type=_count, default=None, metavar="N",
-                     help="refuse a conversation of more than N messages with a context-length 400 (default: never)")
-    srv.add_argument("--wording", choices=("vllm", "llamacpp"), default="vllm",
-                     help="whose words the context-length 400 uses (default: vllm)")
-    srv.add_argument("--no-usage", action="store_true", help="answers carry no token usage")
-    srv.add_argument("--idle-exit", type=float, default=600.0, metavar="SECONDS",
-                     help="stop after this long without a request (default: 600)")
-    srv.add_argument("--model", default="careful", help="the model name it lists (any name is answered)")
-    srv.set_defaults(func=_cmd_mock_server, parser=srv)
-
-
-def _cmd_mock_server(args: argparse.Namespace) -> int:
-    from finbench.agents.mock_server import main as serve  # lazy: `grade` loads no server
-
-    return serve(args)
-
-
-def _add_inspect(commands) -> None:
-    ins = commands.add_parser(
-        "inspect", help="play the benchmark through Inspect AI and exit 1 if any sample is left unscored",
-        description="Run the package's Inspect task (finbench/finbench: Table V's subset by default) with "
-                    "inspect_ai.eval, as `inspect eval finbench/finbench` does, then exit 1 naming every sample left "
-                    "without a score (a model error other than a context-length refusal, which closes and scores "
-                    "its sample) and 0 when every sample was scored. docs/inspect.md.")
-    ins.add_argument("--model", required=True, type=_text, help="Inspect's model name, e.g. openai-api/local/llama3.1")
-    ins.add_argument("--task", choices=("finbench", "table5"), default="finbench", help="the task (default: finbench)")
-    ins.add_argument("-T", dest="task_args", action="append", default=[], metavar="NAME=VALUE",
-                     help="a task argument, as Inspect takes it (YAML value): -T n_tasks=30 -T \"seeds=[0,1]\"")
-    ins.add_argument("--max-connections", type=_count, default=None, metavar="N",
-                     help="requests in flight at once (Inspect's default: 10)")
-    ins.add_argument("--limit", type=_count, default=None, metavar="N", help="the first N samples only")
-    ins.add_argument("--log-dir", default=None, metavar="DIR", help="where Inspect writes its log (default: ./logs)")
-    ins.set_defaults(func=_cmd_inspect, parser=ins)
-
-
-def _cmd_inspect(args: argparse.Namespace) -> int:
-    import yaml  # lazy: as Inspect reads -T values
-
-    task_args = {}
-    for item in args.task_args:
-        name, eq, value = item.partition("=")
-        if not eq or not name.strip():
-            print(plain(f"finbench inspect: -T takes NAME=VALUE, got {show(item)}"), file=sys.stderr)
-            return EXIT_USAGE
-        task_args[name.strip()] = yaml.safe_load(value)
-    try:
-        from inspect_ai import eval as inspect_eval
-    except ModuleNotFoundError as exc:
-        print(f"finbench inspect: needs inspect-ai (pip install inspect-ai): {exc}", file=sys.stderr)
-        return EXIT_SOFTWARE
-    from finbench.running.inspect_task import unscored  # lazy: `grade` loads no simulator
-
-    kw = {k: v for k, v in (("max_connections", args.max_connections), ("limit", args.limit),
-                            ("log_dir", args.log_dir)) if v is not None}
-    try:
-        logs = inspect_eval(f"finbench/{args.task}", model=args.model, task_args=task_args, fail_on_error=False, **kw)
-    except Exception as exc:  # noqa: BLE001 - Inspect's own refusal (no such model, a missing variable): one line
-        words = " ".join(re.sub(r"\[/?[a-z ]+\]", "", str(exc)).split())  # Inspect's rich markup dropped
-        print(plain(f"finbench inspect: Inspect could not run: {type(exc).__name__}: {words[:300]}"), file=sys.stderr)
-        return EXIT_SOFTWARE
-    missing = unscored(logs)
-    scored = sum(1 for log in logs for s in (log.samples or []) if (s.scores or {}).get("finbench"))
-    if missing:
-        print(plain(f"finbench inspect: {len(missing)} unscored ({scored} samples scored): " + "; ".join(missing[:5])
-                    + ("; ..." if len(missing) > 5 else "")), file=sys.stderr)
-        return 1
-    print(plain(f"finbench inspect: every sample scored ({scored})"))
-    return 0
-
-
 def _add_eval(commands) -> None:
     ev = commands.add_parser(
         "eval",
         help="run your agent beside the nine policies and write its report card",
-        description=(f"Run a policy ({POLICY}) beside SPEC's nine on the corpus, and write its report card: "
+        description=(f"Run a policy ({O.POLICY}) beside SPEC's nine on the corpus, and write its report card: "
                      "report.md, card.json (docs/card.md), rows.csv and its worst twin pair's timeline. Invalid "
                      "calls above 5% of the agent's calls head the card and the summary printed."),
         epilog=("Exit codes: 0 the card was written; 64 a bad option value, AGENT spelling or --out (not a folder "
@@ -443,31 +212,31 @@ def _add_eval(commands) -> None:
                 "Each is one line on stderr."),
     )
     ev.one_line = True
-    ev.add_argument("agent", metavar="AGENT", nargs="?", help=f"{AGENT}: the policy class, factory or object (or "
+    ev.add_argument("agent", metavar="AGENT", nargs="?", help=f"{O.AGENT}: the policy class, factory or object (or "
                     "give --model instead)")
     which = ev.add_mutually_exclusive_group()
-    which.add_argument("--n-tasks", type=_count, default=321, metavar="N", help=N_TASKS)
-    which.add_argument("--task-ids", type=_task_ids, metavar="ID[,ID...]", help=TASK_IDS)
-    ev.add_argument("--seeds", type=_count, default=5, help="fault seeds, 0..N-1 (default: 5)")
-    ev.add_argument("--profile", type=_profile, default="default", help=f"the fault profile: {_PROFILE}")
-    ev.add_argument("--probe", type=_probe, default="full", help=f"the probe mode: {_PROBE} (default: full)")
-    ev.add_argument("--costs", type=_costs, default="", help="prices, e.g. dispute_fee=50,cogs_rate=0.4")
-    ev.add_argument("--n-jobs", type=_jobs, default=-1, help="worker processes (default: -1, every core)")
-    ev.add_argument("--max-connections", type=_count, default=argparse.SUPPRESS, metavar="N",
+    which.add_argument("--n-tasks", type=O.count, default=321, metavar="N", help=O.N_TASKS)
+    which.add_argument("--task-ids", type=O.task_ids, metavar="ID[,ID...]", help=O.TASK_IDS)
+    ev.add_argument("--seeds", type=O.count, default=5, help="fault seeds, 0..N-1 (default: 5)")
+    ev.add_argument("--profile", type=O.profile, default="default", help=f"the fault profile: {O.PROFILE}")
+    ev.add_argument("--probe", type=O.probe, default="full", help=f"the probe mode: {O.PROBE} (default: full)")
+    ev.add_argument("--costs", type=O.costs, default="", help="prices, e.g. dispute_fee=50,cogs_rate=0.4")
+    ev.add_argument("--n-jobs", type=O.jobs, default=-1, help="worker processes (default: -1, every core)")
+    ev.add_argument("--max-connections", type=O.count, default=argparse.SUPPRESS, metavar="N",
                     help="episodes of the agent in flight at once, each on a thread of its own with its own copy of "
                          "the agent, for an agent that waits on a server (a model): their waiting overlaps. Rows "
                          "are the same for any N. Default: 8 with --model (the server's 429s and 503s lower what "
                          "is in flight by themselves); 1 for AGENT, whose code may not be safe on several threads "
                          "at once: give N > 1 only if it is (one instance per thread, shared state locked)")
-    ev.add_argument("--episode-timeout", type=_seconds, default=argparse.SUPPRESS, metavar="SECONDS",
+    ev.add_argument("--episode-timeout", type=O.seconds, default=argparse.SUPPRESS, metavar="SECONDS",
                     help=f"wall-clock limit of one episode of the agent, in every process that plays one "
                          f"(default: {TIMEOUT:g} for AGENT, none for --model, whose healthy episodes may take "
                          f"minutes; 0 or none: no limit). On threads (--max-connections above 1) it is "
                          f"checked at the agent's next call")
     model = ev.add_argument_group("a language model instead of AGENT (an OpenAI-compatible chat-completions "
                                   "endpoint; transcripts make a run resumable and replayable)")
-    model.add_argument("--model", type=_text, metavar="NAME", help="the model's name as the server knows it")
-    model.add_argument("--base-url", type=_text, metavar="URL",
+    model.add_argument("--model", type=O.text, metavar="NAME", help="the model's name as the server knows it")
+    model.add_argument("--base-url", type=O.text, metavar="URL",
                        help="the endpoint, e.g. http://127.0.0.1:8000/v1 (without it: replay only, every episode "
                             "from its transcript)")
     model.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
@@ -475,15 +244,15 @@ def _add_eval(commands) -> None:
     model.add_argument("--transcripts", default="data/model_runs", metavar="DIR",
                        help="the transcripts folder (default: data/model_runs)")
     model.add_argument("--temperature", type=float, default=0.0, help="sent with every request (default: 0)")
-    model.add_argument("--max-tokens", type=_count, default=1024, metavar="N",
+    model.add_argument("--max-tokens", type=O.count, default=1024, metavar="N",
                        help="the reply limit sent with every request (default: 1024)")
-    model.add_argument("--request-timeout", type=_seconds, default=120.0, metavar="SECONDS",
+    model.add_argument("--request-timeout", type=O.seconds, default=120.0, metavar="SECONDS",
                        help="limit of one request attempt, in total: connect, send, the whole reply (default: 120; "
                             "0 or none: no limit)")
-    model.add_argument("--max-retries", type=_nonneg, default=5, metavar="N",
+    model.add_argument("--max-retries", type=O.nonneg, default=5, metavar="N",
                        help="retries of a request after a 408/409/429/5xx, a timeout or a dropped connection, with "
                             "exponential backoff (default: 5)")
-    ev.add_argument("--out", type=_out, metavar="DIR", help="where the card goes (default: build/eval/<name>/)")
+    ev.add_argument("--out", type=O.out, metavar="DIR", help="where the card goes (default: build/eval/<name>/)")
     ev.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
                     help="read and write the episode cache data/cache/, shared with the notebooks (default: yes)")
     ev.set_defaults(func=cmd_eval, parser=ev)

@@ -15,20 +15,15 @@ import argparse
 import dataclasses
 import os
 import re
-import signal
 import sys
 import tempfile
-import threading
-import time
-import traceback
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
 
 from finbench.files import at_root
-from finbench.errors import PolicyError, show
+from finbench.commands import guard as G
+from finbench.errors import FinbenchError, PolicyError, show
 
-__all__ = ["AgentExit", "AgentTimeout", "Guarded", "cmd_eval", "plain", "public_tasks"]
+__all__ = ["cmd_eval", "plain", "public_tasks"]
 
 # sysexits.h, shared with `grade` (finbench.cli)
 EXIT_USAGE = 64
@@ -114,7 +109,7 @@ def _unwritable_by_name(path: Path) -> str:
 # --- the command -------------------------------------------------------------------------------------------------
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    with _alarm_restored():
+    with G.alarm_restored():
         try:
             return _eval(args)
         except _Refused as r:
@@ -151,17 +146,17 @@ def _eval(args: argparse.Namespace) -> int:
         try:
             # one episode here first: an agent that fails at once is named with its own line of code
             run_episode(task, ref, seed, run.profile, run.costs, run.probe)
-        except (Exception, SystemExit, _Overtime) as exc:  # noqa: BLE001 - whatever the agent raises, as one line
-            episode = "" if isinstance(exc, (AgentTimeout, _Overtime)) else f" (task {task.task_id}, seed {seed})"
-            raise _Refused(EXIT_SOFTWARE, _raised(exc, ref.label, files) + episode) from None
-        _disarm()
+        except (Exception, SystemExit, G.Overtime) as exc:  # noqa: BLE001 - whatever the agent raises, as one line
+            episode = "" if isinstance(exc, (G.AgentTimeout, G.Overtime)) else f" (task {task.task_id}, seed {seed})"
+            raise _Refused(EXIT_SOFTWARE, G.raised(exc, ref.label, files) + episode) from None
+        G.disarm()
     try:
         rows = run.evaluate()
-    except (Exception, SystemExit, _Overtime) as exc:  # noqa: BLE001 - as above, maybe from a worker process
+    except (Exception, SystemExit, G.Overtime) as exc:  # noqa: BLE001 - as above, maybe from a worker process
         if agent is not None:  # the endpoint's error, as the client words it (the key scrubbed)
             raise _Refused(EXIT_SOFTWARE, f"model {model!r}: {type(exc).__name__}: {' '.join(str(exc).split())}"
                            ) from None
-        raise _Refused(EXIT_SOFTWARE, _raised(exc, ref.label, files)) from None
+        raise _Refused(EXIT_SOFTWARE, G.raised(exc, ref.label, files)) from None
     facts = None if agent is None else model_facts(agent, connections)
     card = card_of(run, ref.label, rows, spec=args.agent, model=facts)
     try:
@@ -184,7 +179,6 @@ def _model_ref(args: argparse.Namespace, limit: float | None):
     option it cannot take, (65) for a name that reads as one of the nine."""
     from finbench.agents.llm import ModelAgent  # lazy: `grade` loads no simulator
     from finbench.agents.registry import DEFAULT_POLICIES, as_ref  # lazy: as above
-    from finbench.errors import FinbenchError
 
     try:
         agent = ModelAgent(args.model, args.base_url or None, api_key_env=args.api_key_env,
@@ -197,7 +191,7 @@ def _model_ref(args: argparse.Namespace, limit: float | None):
         raise _Refused(EXIT_DATAERR, f"--model {args.model!r} reads as {reads!r}" + (
             ", one of the nine it is compared with" if reads else "") + "; the card could not tell them apart")
     ref = as_ref(agent)
-    return agent, dataclasses.replace(ref, factory=Guarded(ref.factory, limit)), frozenset()
+    return agent, dataclasses.replace(ref, factory=G.Guarded(ref.factory, limit)), frozenset()
 
 
 def endpoint_of(base_url: str | None) -> str | None:
@@ -267,16 +261,16 @@ def _agent_ref(spec: str, limit: float | None):
         raise _Refused({"usage": EXIT_USAGE, "missing": EXIT_NOINPUT}.get(exc.kind, EXIT_DATAERR), exc.reason
                        ) from None
     obj, what, files = agent.obj, agent.what, agent.files
-    guard = Guarded(None, limit, files)
-    _arm(limit)
+    guard = G.Guarded(None, limit, files)
+    G.arm(limit)
     try:
         ref = guard.run(as_ref, obj)  # makes one policy now (a class or factory is called once)
     except PolicyError as exc:
         raise _Refused(EXIT_DATAERR, f"{what}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the agent's own constructor raised, exited or hung
-        raise _Refused(EXIT_SOFTWARE, f"{_raised(exc, what, files)} while being made") from None
+        raise _Refused(EXIT_SOFTWARE, f"{G.raised(exc, what, files)} while being made") from None
     finally:
-        _disarm()
+        G.disarm()
     reads = " ".join(plain(ref.label).split())  # as the card and the terminal show it
     if reads in DEFAULT_POLICIES or not reads:
         seen = ref.label != reads and (f", which reads as {reads!r}" if reads else ", which reads as nothing")
@@ -287,198 +281,3 @@ def _agent_ref(spec: str, limit: float | None):
     if getattr(ref, "source", False) is None:
         played["source"] = ref.factory  # its cache identity is the agent's code, not the guard's
     return dataclasses.replace(ref, **played), files
-
-
-def _line(exc: BaseException, files) -> str:
-    """' (line N, in f)': the last line of the agent's files that `exc` passed through, or ''."""
-    mine = [f for f in traceback.extract_tb(exc.__traceback__)
-            if f.filename in files or (f.filename[:1] != "<" and str(Path(f.filename).resolve()) in files)]
-    return f" (line {mine[-1].lineno}, in {mine[-1].name})" if mine else ""
-
-
-def _did(exc: BaseException, files) -> str:
-    """What the agent did: 'called sys.exit(0) (line N, in act)' or 'raised Type: message (line N, in act)'."""
-    from finbench.agents.loading import cause as _cause  # lazy: `grade` loads no simulator
-
-    cause = _cause(exc, files)
-    return cause.removeprefix("it ") if isinstance(exc, SystemExit) else f"raised {cause}"
-
-
-def _raised(exc: BaseException, label: str, files) -> str:
-    """What the agent raised and where: its exception, play()'s note (policy, step, tick), its own line."""
-    notes = [n for n in getattr(exc, "__notes__", ()) if n.startswith("raised by policy")]
-    if isinstance(exc, PolicyError) and not notes:  # a bad answer: the message names the policy and the step
-        return f"the agent {label!r} broke the policy contract: {' '.join(str(exc).split())}"
-    did = str(exc) if isinstance(exc, (AgentExit, AgentTimeout, _Overtime)) else _did(exc, files)
-    return f"the agent {label!r} {did}" + (f"; {notes[-1]}" if notes else "")
-
-
-# --- the guard: a limit per episode, and no way out but an Exception -------------------------------------------
-
-class AgentExit(RuntimeError):
-    """What the agent raised that is not an `Exception` (SystemExit, a `BaseException` of its own), as one:
-    the message says what it did and where. `play` notes the step, and the run ends as for any error."""
-
-
-class AgentTimeout(RuntimeError):
-    """The agent ran over the limit of one episode (``--episode-timeout``); the message names the episode."""
-
-
-class _Overtime(BaseException):
-    """The alarm, raised in the agent's code: no `Exception`, so its ``except Exception`` does not stop it."""
-
-
-class _Clock(threading.local):
-    """A thread's clock: `inside` while the agent's code runs, `overdue` once the episode's limit has passed
-    (the main thread's alarm sets it), `deadline` the monotonic time a thread's episode must end by (episodes
-    played on threads, `--max-connections`: no signal reaches them, so the agent's next call checks it)."""
-
-    inside = False
-    overdue = False
-    late = ""
-    deadline = None
-
-
-_CLOCK = _Clock()
-
-
-def _on_alarm(signum, frame) -> None:
-    _CLOCK.overdue = True
-    if _CLOCK.inside:  # elsewhere (the engine mid-step) nothing is interrupted: the agent's next call raises
-        signal.setitimer(signal.ITIMER_REAL, 1.0)  # again in a second, should the agent swallow this one
-        raise _Overtime(_CLOCK.late)
-
-
-def _arm(limit: float | None) -> None:
-    """Start the clock of one episode (or of making the policy) in this process."""
-    _CLOCK.overdue, _CLOCK.late = False, f"ran over the limit of {limit or 0:g} s per episode (--episode-timeout)"
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        # a signal reaches the main thread only: here the agent's next call checks the thread's deadline
-        _CLOCK.deadline = time.monotonic() + limit if limit else None
-        return
-    if signal.getsignal(signal.SIGALRM) is not _on_alarm:
-        signal.signal(signal.SIGALRM, _on_alarm)
-        import multiprocessing.util  # once per process
-
-        if multiprocessing.parent_process() is not None:  # a worker
-            multiprocessing.util.Finalize(None, _leave, exitpriority=-100)  # the last one before threads are joined
-    signal.setitimer(signal.ITIMER_REAL, limit or 0)
-
-
-def _disarm() -> None:
-    _CLOCK.deadline = None
-    if hasattr(signal, "setitimer") and signal.getsignal(signal.SIGALRM) is _on_alarm:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    _CLOCK.overdue = False
-
-
-@contextmanager
-def _alarm_restored():
-    """The command's own process: SIGALRM's handler and timer as they were, once the command returns."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    handler, (delay, interval) = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, handler if handler is not None else signal.SIG_DFL)
-        if delay:
-            signal.setitimer(signal.ITIMER_REAL, delay, interval)  # an outer timer goes on (late by this run)
-
-
-def _leave() -> None:
-    """A worker's exit: a thread the agent started and never ended (not a daemon) would keep the worker, and so
-    the command waiting for it, alive once its work is done; the worker leaves without joining it."""
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-
-
-def _episode(depth: int) -> str:
-    """' on task T, seed S': the episode being played, from the stack above the caller's `depth`-th caller (the
-    runner's task and seed, or play()'s environment); '' outside one."""
-    frame = sys._getframe(depth + 1)
-    while frame is not None and frame.f_code is not _eval.__code__:  # not past the command itself
-        names = frame.f_locals
-        task, seed = names.get("task"), names.get("seed")
-        if task is None or seed is None:
-            env = names.get("env")
-            task, seed = getattr(env, "task", None), getattr(env, "seed", None)
-        if isinstance(getattr(task, "task_id", None), str) and type(seed) is int:
-            return f" on task {task.task_id}, seed {seed}"
-        frame = frame.f_back
-    return ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Guarded:
-    """The user's `factory` under the guard: each policy it makes starts an episode's clock of `limit` seconds
-    (None: no limit); `files` are the agent's, to name its line of code."""
-
-    factory: Callable[[], Any] | None
-    limit: float | None
-    files: frozenset = frozenset()
-
-    def __call__(self):
-        _arm(self.limit)
-        return _Played(self.run(self.factory), self)
-
-    def run(self, method, *args):
-        """`method(*args)` as the agent's own code: under the clock, and raising nothing but an `Exception`."""
-        clock = _CLOCK
-        try:
-            clock.inside = True
-            if clock.overdue or (clock.deadline is not None and time.monotonic() > clock.deadline):
-                raise _Overtime
-            return method(*args)
-        except (Exception, KeyboardInterrupt):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - the clock, sys.exit, or a BaseException of the agent's own
-            raise self.stopped(exc) from None
-        finally:
-            clock.inside = False
-
-    def stopped(self, exc: BaseException) -> RuntimeError:
-        """The `Exception` that ends the run for `exc`, a `BaseException` the agent's code let out."""
-        if isinstance(exc, _Overtime):
-            _CLOCK.inside = False
-            _disarm()
-            return AgentTimeout(_CLOCK.late + _episode(2) + _line(exc, self.files))
-        return AgentExit(_did(exc, self.files))
-
-
-class _Played:
-    """The user's policy as played: begin and act run under its `Guarded`; any other attribute is its own."""
-
-    def __init__(self, policy, guard: Guarded):
-        self._policy, self._guard = policy, guard
-
-    @property
-    def name(self) -> str:
-        own = getattr(self._policy, "name", None)  # as play() names a policy
-        return own if isinstance(own, str) else type(self._policy).__name__
-
-    def __getattr__(self, attr: str):
-        if attr in ("_policy", "_guard"):  # not set yet (a copy being made)
-            raise AttributeError(attr)
-        return getattr(self._policy, attr)
-
-    def begin(self, *args):
-        return self._guard.run(self._policy.begin, *args)
-
-    def act(self, observation):  # Guarded.run, inlined: this is every step of every episode
-        clock = _CLOCK
-        try:
-            clock.inside = True
-            if clock.overdue or (clock.deadline is not None and time.monotonic() > clock.deadline):
-                raise _Overtime
-            return self._policy.act(observation)
-        except (Exception, KeyboardInterrupt):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - as in Guarded.run
-            raise self._guard.stopped(exc) from None
-        finally:
-            clock.inside = False

@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     chosen = [p for p in have if not names or p.stem in names or p.name in names]
     start, totals = time.perf_counter(), dict.fromkeys(stats.KINDS, 0)
-    print(f"{'notebook':<16}{'seconds':>9}{'simulated':>12}{'loaded':>10}{'re-priced':>11}", flush=True)
+    print(f"{'notebook':<16}{'seconds':>9}" + "".join(f"{h:>{w}}" for h, w in zip(stats.HEADINGS, WIDTHS)),
+          flush=True)
     times = _last_times()
     for stage in stages(chosen, _expected(times)):
         # notebooks of one stage read nothing another writes: two at a time (2 cores; kernel
@@ -169,15 +170,17 @@ def main(argv: list[str] | None = None) -> int:
                     totals[k] += counts.get(k, 0)
                 times[name] = round(seconds, 1)
                 print(f"{name:<16}{seconds:>9.1f}" + "".join(
-                    f"{counts[k]:>{w},}" if k in counts else f"{'-':>{w}}" for k, w in zip(stats.KINDS, (12, 10, 11))),
+                    f"{counts[k]:>{w},}" if k in counts else f"{'-':>{w}}" for k, w in zip(stats.KINDS, WIDTHS)),
                     flush=True)
     print(f"{'all':<16}{time.perf_counter() - start:>9.1f}" + "".join(
-        f"{totals[k]:>{w},}" for k, w in zip(stats.KINDS, (12, 10, 11))) + "  (wall clock; episodes)", flush=True)
+        f"{totals[k]:>{w},}" for k, w in zip(stats.KINDS, WIDTHS)) + "  (wall clock; episodes)", flush=True)
     atomic_write(TIMES, json.dumps(times, indent=1, sort_keys=True) + "\n")
     return 0
 
 
 JOBS = 2
+WIDTHS = (10, 10, 10, 11)
+"""The timing table's count columns (played, derived, loaded, re-priced)."""
 """Notebooks run at once within a stage (the machines have 2 cores)."""
 FIRST, LAST = ("00_corpus", "01_headline"), ("99_claims", "explore")
 """First, side by side: the corpus (its files) and the headline, whose episodes (the nine policies

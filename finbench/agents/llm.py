@@ -68,10 +68,10 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from finbench.agents.llm_reply import (MAX_CALLS, MAX_DEPTH, MAX_REPLY_BYTES, SCRUBBED, ask, checked_limits, clean,
                                        deadline_http_client, read_reply, scrub, tool_arguments)
+from finbench.agents.llm_prompt import PROMPT_FILE, brief_message, canon, prompt_hash, system_prompt
 from finbench.agents.llm_traffic import Usage, attempts, gate_for
 from finbench.agents.llm_transcripts import (Transcript, TranscriptLock, TranscriptWarning, Unreplayable, adopt_legacy,
                                              header_model, is_transcript, load_transcript, model_dir_name,
@@ -82,7 +82,6 @@ from finbench.sim.env import FinalityEnv, reference_position
 from finbench.sim.play import play
 from finbench.sim.tools import TOOL_NAMES, tool_schemas, validate
 
-PROMPT_FILE = Path(__file__).resolve().parent / "prompts" / "system.txt"
 TRANSCRIPTS_DIR = "data/model_runs"
 KEY_PLACEHOLDER = "none"
 NO_TOOL = "__no_tool_call__"
@@ -94,10 +93,9 @@ MAX_TOKENS = 1024
 TIMEOUT = 120.0
 """Seconds per request attempt by default."""
 MODEL_CONNECTIONS = 8
-"""Episodes of a model in flight at once by default (`model_arm.run_model`, `finbench eval --model`): a
-model's episode is nearly all waiting on its server, and local servers (vLLM, llama.cpp with parallel
-slots, Ollama) serve several requests at once, hosted APIs many; 8 is within what a single local GPU
-server batches well, and a server that says 429 or 503 is given fewer (`llm_traffic.Gate`)."""
+"""Episodes of a model in flight at once by default (`run_model`, `finbench eval --model`): an episode is
+nearly all waiting; local servers (vLLM, llama.cpp with parallel slots, Ollama) serve several requests at
+once, one GPU batching 8 well, hosted APIs many; a server that says 429 or 503 gets fewer (`llm_traffic.Gate`)."""
 __all__ = ["KEY_PLACEHOLDER", "MAX_CALLS", "MAX_DEPTH", "MAX_REPLY_BYTES", "MAX_TOKENS", "MODEL_CONNECTIONS", "NO_TOOL",
            "PROMPT_FILE",
            "SCRUBBED", "TIMEOUT", "TRANSCRIPTS_DIR", "ModelAgent", "ModelUnavailable", "TranscriptWarning",
@@ -105,27 +103,8 @@ __all__ = ["KEY_PLACEHOLDER", "MAX_CALLS", "MAX_DEPTH", "MAX_REPLY_BYTES", "MAX_
            "system_prompt", "transcript_path"]
 
 
-def system_prompt(path: str | Path | None = None) -> str:
-    """The system prompt (one file, `finbench/agents/prompts/system.txt` unless `path`)."""
-    return Path(path or PROMPT_FILE).read_text(encoding="utf-8").strip()
-
-
-def _canon(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def prompt_hash(prompt: str, tools: list[dict], params: dict) -> str:
-    """12 hex digits over the system prompt, the tool schemas and the sampling parameters."""
-    return hashlib.sha256(_canon([prompt, tools, params]).encode()).hexdigest()[:12]
-
-
 class ModelUnavailable(RuntimeError):
     """A response was needed but the agent has no endpoint (replay only) or the request failed."""
-
-
-def brief_message(brief: dict) -> str:
-    """The first user message of a case: the brief, as every model agent is given it."""
-    return "A new case. The brief:\n" + json.dumps(brief, sort_keys=True)
 
 
 class ModelAgent:
@@ -446,7 +425,7 @@ class ModelAgent:
         """The response record answering the conversation so far: the transcript's if it answered this
         same request, else the model's (recorded)."""
         turn = self.requests + self.replayed
-        sha = hashlib.sha256(_canon([self.model, self.params, self.prompt_hash, self.messages]).encode()).hexdigest()
+        sha = hashlib.sha256(canon([self.model, self.params, self.prompt_hash, self.messages]).encode()).hexdigest()
         new = self.messages[self._sent:]
         self._sent = len(self.messages)
         if turn < len(self._recorded) and self._recorded[turn][0] == sha:
@@ -465,7 +444,7 @@ class ModelAgent:
                                    f"too long for its context; give it a larger context or a smaller max_tokens "
                                    f"(now {self.params.get('max_tokens')}): {fields['error']}")
         self.requests += 1
-        self.usage.request(seconds, fields.get("body"), lambda: _canon([self.messages, self.tools]), tally)
+        self.usage.request(seconds, fields.get("body"), lambda: canon([self.messages, self.tools]), tally)
         self._write({"kind": "request", "turn": turn, "sha": sha, "messages": new})
         # the latency goes to `usage`, not the record: a transcript is the same however fast its server answered
         return self._write({"kind": "response", "turn": turn, **fields})

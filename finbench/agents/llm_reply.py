@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from finbench.errors import FinbenchError, bad, check_int, check_real, warn_caller
+from finbench.agents.llm_traffic import GatedTransport
 
 SCRUBBED = "***"
 """What the API key string is replaced with in everything written."""
@@ -385,8 +386,6 @@ def deadline_http_client(seconds: float | None, gate=None):
     for pool in pools:
         pool._network_backend = backend(pool._network_backend, state)
     if gate is not None:
-        from finbench.agents.llm_traffic import GatedTransport
-
         http._transport = GatedTransport(http._transport, gate)
         http._mounts = {k: t if t is None else GatedTransport(t, gate) for k, t in http._mounts.items()}
     return http

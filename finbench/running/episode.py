@@ -11,7 +11,8 @@ from operator import itemgetter
 
 from finbench.agents.registry import as_ref
 from finbench.memo import register
-from finbench.running.stats import EPISODES
+from finbench.running import origin as O
+from finbench.running.stats import add
 from finbench.grading import CHECKS, FIELDS_READ, Contract, grade_trace
 from finbench.sim.task import Task
 from finbench.sim.economics import Costs
@@ -83,7 +84,7 @@ def run_episode(task: Task, policy, seed: int = 0, profile: FaultProfile | None 
         ref = as_ref(policy)
         policy, label = ref.make(), ref.label
     env = played(FinalityEnv(task, seed, profile, costs, probe=probe), policy)
-    EPISODES["simulated"] += 1
+    add(O.PLAYED, 1)
     return env.result(label or policy_name(policy))
 
 

@@ -15,18 +15,20 @@ import sys
 from pathlib import Path
 
 from finbench.running import cache as K
-from finbench.running.stats import EPISODES
+from finbench.running import origin as O
+from finbench.running.stats import count
 from finbench.sim import constants as C
 from finbench.sim.economics import Costs
 from finbench.errors import bad, check_int, warn_caller
-from finbench.memo import register
 from finbench.sim.env import FinalityEnv
 from finbench.sim.play import batch_mode, play, trusted
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
-from finbench.sim.world import World, base_world, replayed_firings
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
+from finbench.running import derivation as D
+from finbench.running.columns import COLUMNS
 from finbench.running.endings import ended
+from finbench.running.overlap import check_connections, overlapped
 from finbench.running.episode import OUTCOME as _OUTCOME_COLUMNS, episode_contract, tell_start
 from finbench.running.episode import tell_end as told_end
 from finbench.sim.corpus import Corpus
@@ -50,23 +52,6 @@ def chunk_tasks(n_seeds: int, package: bool = True) -> int:
     return CHUNK_TASKS * max(1, CHUNK_SEEDS // n_seeds) if package else CHUNK_TASKS
 
 
-COLUMNS = (
-    "task_id", "archetype", "unit", "twin_side", "policy", "privileged", "seed", "position", "reference_position", "gap",
-    "exact", "premature_irreversible", "n_calls", "end_t", "disposition", "probe_calls", "wait_calls",
-    "unrelated_effects", "cash", "cogs", "liability", "dispute_fee", "escalation", "unrelated",
-    *(f"fired_{f}" for f in C.FAMILIES), "retry_at", "calls", "verdict", "capture_effects",
-    "check_auth_precedes_effect", "check_targets_intended", "check_exactly_one_effect",
-    "check_retry_idempotent", "check_unrelated_unchanged", "check_evidence_complete",
-)
-"""Every episode row's columns, in order. `privileged` says the policy was told the resolution
-(SPEC §7: the reference, or a user's policy that asks for it); such rows are never compared as
-unprivileged. `retry_at` lists the ticks of fresh-key
-captures (';'-joined), which with `disposition`, `end_t` and `unrelated_effects`
-is all that pricing needs (`finbench.running.reprice`). `calls` is the episode's action
-sequence, one `tool[@other][:args]` a call, ';'-joined: two episodes decided
-alike exactly when their `calls` are equal (the ablation compares them)."""
-
-
 def episode_row(task, ref: PolicyRef, seed: int, profile: FaultProfile, costs: Costs,
              probe: ProbeMode | None = None) -> tuple:
     """Play one episode; its row as a tuple in `COLUMNS` order (what `FinalityEnv.result`
@@ -88,111 +73,6 @@ def _row(env: FinalityEnv, label: str) -> tuple:
         _calls(env.calls(), task.order_id),
         *graded,
     )
-
-
-_SEED = COLUMNS.index("seed")
-_FIRED = COLUMNS.index(f"fired_{C.FAMILIES[0]}")
-
-
-def _derived(blind: tuple, task, seed: int, profile: FaultProfile) -> tuple:
-    """The row of a fault-blind episode (`FinalityEnv.fault_blind`) of a package policy that does not read
-    the seed (`seed_blind`), played under `seed` and `profile` instead: the same calls get the same answers
-    (the agent read no system, only a probe that tells the truth), so only the seed and the faults the
-    world fires differ. `blind`: the played row and the episode's captures."""
-    row, captures = blind
-    fired = replayed_firings(task, seed, profile, captures)
-    return (*row[:_SEED], seed, *row[_SEED + 1:_FIRED], *(fired[f] for f in C.FAMILIES),
-            *row[_FIRED + len(C.FAMILIES):])
-
-
-_BLIND_SIZE = 16_384
-_BLIND: dict = register(
-    "running.evaluation.fault_blind",
-    {}, keys="(task, the package policy's cache key and label, costs, probe mode): a fault-blind episode's row and "
-             "captures",
-    bound=_BLIND_SIZE)
-"""Fault-blind episodes of the package's own seed-blind policies, so that another fault profile (an
-ablation arm) or another seed derives them instead of playing them again."""
-
-
-_SEEN_SIZE = 65_536
-_SEEN: dict = register(
-    "running.evaluation.same_reads",
-    {}, keys="(task, the package policy's cache key and label, costs, seed): the rows played under other fault "
-             "profiles or probe modes, each with what its reads saw and whether it probed", bound=_SEEN_SIZE)
-"""Episodes of the package's own policies with what their reads saw, so that another fault profile (an
-ablation arm) under which every read returns the same payload derives them."""
-
-
-def _seen(task, seed: int, profile: FaultProfile, captures: tuple, until: tuple,
-          base=None) -> tuple[tuple, World | None]:
-    """What reads up to `until` see of the world under `profile` once the agent has made `captures`
-    ((key, tick) each), and that world (None when it is the profile's base, `base` if given)."""
-    if not captures:  # the base alone
-        base = base_world(task, seed, profile) if base is None else base
-        return base.seen_by(until), None
-    world = World(task, seed, profile)
-    for key, t in captures:
-        world.add_capture(key, t)
-    return world.seen_by(until), world
-
-
-class _Kept:
-    """An ended episode kept for `_same_reads`: what decides what its reads saw, and its row. What they saw
-    (`seen`, `lags`) is worked out the first time another profile asks (`signature`): a run of one
-    profile never pays for it. `probe`: the probe mode's key it was played under, and whether it probed."""
-
-    __slots__ = ("captures", "until", "reads", "row", "profile", "probe", "probed", "_signature")
-
-    def __init__(self, captures: tuple, until: tuple, reads: tuple, row: tuple, profile: FaultProfile,
-                 probe=None, probed: bool = False):
-        self.captures, self.until, self.reads, self.row, self.profile = captures, until, reads, row, profile
-        self.probe, self.probed = probe, probed
-        self._signature = None
-
-    def signature(self, task, seed: int) -> tuple[tuple, tuple]:
-        """(the lane prefixes its reads saw, its stale lags), as `_same_reads` makes them under another profile."""
-        if self._signature is None:
-            seen, _ = _seen(task, seed, self.profile, self.captures, self.until)
-            self._signature = (seen, base_world(task, seed, self.profile).stale_lags(self.reads))
-        return self._signature
-
-
-def _same_reads(variants: list, task, seed: int, profile: FaultProfile, probe=None) -> tuple | None:
-    """The row of an earlier episode that is this one under `profile`, or None.
-
-    An episode sees the world only through its reads. If under `profile` each read is as stale (or fresh)
-    as it was, and each system holds the same deliveries up to the latest tick it was read as of (its
-    base's and those of the captures the agent made, which arrive no earlier than their submission, so
-    no read before a capture sees them), every read returns the same payload, and the agent makes the
-    same calls to the same end. Only the faults fired elsewhere differ: the row takes this world's.
-    The probe mode (`probe`, its key) answers only the probe: an episode that never probed is the same
-    under every mode (the brief does not name it), one that probed only under its own."""
-    base = base_world(task, seed, profile)
-    for kept in variants:
-        if kept.probed and kept.probe != probe:
-            continue
-        seen, lags = kept.signature(task, seed)
-        if base.stale_lags(kept.reads) != lags:
-            continue
-        now, world = _seen(task, seed, profile, kept.captures, kept.until, base)
-        if now == seen:
-            fired = dict(base.counts) if world is None else world.fired()
-            fired["stale_read"] += len(lags)
-            row = kept.row
-            return (*row[:_FIRED], *(fired[f] for f in C.FAMILIES), *row[_FIRED + len(C.FAMILIES):])
-    return None
-
-
-def _keep_reads(key: tuple, env: FinalityEnv, row: tuple, probe=None) -> None:
-    """Keep an ended episode (played under the probe mode whose key is `probe`) for `_same_reads`."""
-    world = env.world
-    until = tuple((s, t) for s, t in world.seen_until.items() if t >= 0)
-    reads = tuple(world.reads[s] for s in C.SYSTEMS)
-    captures = tuple((c.key, c.submitted_at) for c in world.captures[1:])
-    if len(_SEEN) >= _SEEN_SIZE:
-        _SEEN.clear()
-    _SEEN.setdefault(key, []).append(_Kept(captures, until, reads, row, env.profile, probe, env.probe_calls > 0))
 
 
 _OUTCOME = tuple(COLUMNS.index(c) for c in _OUTCOME_COLUMNS)
@@ -219,8 +99,6 @@ def _overlapped_chunks(pending: list, chunks: list, refs: list, seeds: list, how
     """Play the user's (chunk, policy) pairs `pending` ((ci, (si, path, key)) each) with up to
     `max_connections` episodes in flight across all of them; yields (ci, (si, path, key), columns) per pair,
     in order, as soon as its episodes are all in."""
-    from finbench.running.overlap import overlapped
-
     jobs = [(ci, si, task, seed) for ci, (si, _, _) in pending for task in chunks[ci] for seed in seeds]
     results = overlapped(jobs, lambda j: played_row(j[2], refs[j[1]], j[3], *how), max_connections)
     if progress:
@@ -229,7 +107,7 @@ def _overlapped_chunks(pending: list, chunks: list, refs: list, seeds: list, how
         results = iter(tqdm(results, total=len(jobs), desc="episodes", leave=False))
     for ci, item in pending:
         rows = [next(results) for _ in range(len(chunks[ci]) * len(seeds))]
-        yield ci, item, {c: list(v) for c, v in zip(COLUMNS, zip(*rows))}
+        yield ci, item, {**{c: list(v) for c, v in zip(COLUMNS, zip(*rows))}, O.COLUMN: [O.PLAYED] * len(rows)}
 
 
 def _calls(actions, order_id: str) -> str:
@@ -262,24 +140,27 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
     bounded memo, so another profile (the ablation's arms) or another chunk of seeds derives it too.
     """
     rows: list[list[tuple]] = [[] for _ in refs]
+    origins: list[list[str]] = [[] for _ in refs]
     costs_key = costs.key()
     probe_key = None if probe is None or probe.is_full else json.dumps(probe.key())  # a list: not hashable
     # the package's own policies make no reference cycles: the batch's closing collection is for a user's
     cycles = not all(ref.builtin and trusted(ref.make()) for ref in refs)
     with batch_mode(cycles):
         for task in tasks:
-            for ref, mine in zip(refs, rows):
+            for ref, mine, how in zip(refs, rows, origins):
                 key = (task, ref.cache_key(), ref.label, costs_key, probe_key) if share and ref.builtin else None
-                blind = None if key is None else _BLIND.get(key)
+                blind = None if key is None else D.BLIND.get(key)
                 for seed in seeds:
                     if blind is not None:
-                        mine.append(_derived(blind, task, seed, profile))
+                        mine.append(D.derive_seed(blind, task, seed, profile))
+                        how.append(O.DERIVED_SEED)
                         continue
                     # by what decides a run's episodes but the probe mode, which `_same_reads` checks
-                    variants = None if key is None else _SEEN.get((key[:4], seed))
-                    row = None if variants is None else _same_reads(variants, task, seed, profile, probe_key)
+                    variants = None if key is None else D.SEEN.get((key[:4], seed))
+                    row = None if variants is None else D.same_reads(variants, task, seed, profile, probe_key)
                     if row is not None:
                         mine.append(row)
+                        how.append(O.DERIVED_READS)
                         continue
                     policy = ref.make()
                     if not ref.builtin:
@@ -287,18 +168,17 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
                     env = play(FinalityEnv(task, seed, profile, costs, probe=probe), policy)
                     row = _row(env, ref.label)
                     mine.append(row)
+                    how.append(O.PLAYED)
                     if not trusted(policy):
                         tell_end(policy, row)
                         continue
                     if env.fault_blind and policy.seed_blind:
                         blind = (row, tuple(env.world.captures))
                         if key is not None:
-                            if len(_BLIND) >= _BLIND_SIZE:
-                                _BLIND.clear()
-                            _BLIND[key] = blind
+                            D.keep_blind(key, blind)
                     elif key is not None:
-                        _keep_reads((key[:4], seed), env, row, probe_key)
-    return [{c: list(v) for c, v in zip(COLUMNS, zip(*mine))} for mine in rows]
+                        D.keep_reads((key[:4], seed), env, row, probe_key)
+    return [{**{c: list(v) for c, v in zip(COLUMNS, zip(*mine))}, O.COLUMN: how} for mine, how in zip(rows, origins)]
 
 
 def check_inputs(where: str, corpus, seeds, profile, costs) -> tuple[FaultProfile, Costs, list[int]]:
@@ -394,8 +274,6 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     """
     import pandas as pd
 
-    from finbench.running.overlap import check_connections
-
     profile, costs, seeds = check_inputs("evaluate", corpus, seeds, profile, costs)
     probe = check_probe("evaluate", probe)
     max_connections = check_connections("evaluate", max_connections)
@@ -423,8 +301,9 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
                 path = K.chunk_path(cache_dir, ref.label, key)
                 cols, why = K.load_chunk(path, key, ref.label, ids, seeds)
                 if cols is not None:
+                    cols[O.COLUMN] = [O.CACHE] * (len(ids) * len(seeds))
                     done[(ci, si)] = cols
-                    EPISODES["loaded"] += len(ids) * len(seeds)
+                    count(cols[O.COLUMN])
                     loaded[ref.label] += len(ids) * len(seeds)
                     continue
                 if why:
@@ -457,20 +336,20 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
             ids = [t.task_id for t in chunks[ci]]
             for (si, path, key), cols in zip(items, per_ref):
                 if path is not None and writable:
-                    writable = K.try_save(path, key, refs[si].label, ids, seeds, cols)
+                    writable = K.try_save(path, key, refs[si].label, ids, seeds, _saved(cols))
                 done[(ci, si)] = cols
-                EPISODES["simulated"] += len(ids) * len(seeds)
+                count(cols[O.COLUMN])
     for ci, (si, path, key), cols in _overlapped_chunks(pending, chunks, refs, seeds, (profile, costs, probe),
                                                         max_connections, progress):
         ids = [t.task_id for t in chunks[ci]]
         if path is not None and writable:
-            writable = K.try_save(path, key, refs[si].label, ids, seeds, cols)
+            writable = K.try_save(path, key, refs[si].label, ids, seeds, _saved(cols))
         done[(ci, si)] = cols
-        EPISODES["simulated"] += len(ids) * len(seeds)
+        count(cols[O.COLUMN])
     # one column at a time, each list freed once it is an array: the rows are never held twice over
     parts = [done.pop((ci, si)) for si in range(len(refs)) for ci in range(len(chunks))]
     frame = {}
-    for c in COLUMNS:
+    for c in (*COLUMNS, O.COLUMN):
         values = []
         for cols in parts:
             values.extend(cols.pop(c))
@@ -479,6 +358,11 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
     out = pd.DataFrame(frame, copy=False)
     out.attrs["loaded"] = loaded
     return out
+
+
+def _saved(cols: dict) -> dict:
+    """The columns the episode cache holds: every one but `origin` (a loaded row's origin is `cache`)."""
+    return {c: v for c, v in cols.items() if c != O.COLUMN}
 
 
 def _shown(label: str) -> str:

@@ -23,7 +23,8 @@ import pandas as pd
 
 from finbench.errors import FinbenchError, bad, show
 from finbench.memo import register
-from finbench.running.stats import EPISODES
+from finbench.running import origin as O
+from finbench.running.stats import add
 from finbench.sim.corpus import Corpus
 from finbench.sim.economics import Costs, Money, gap_of, price, settle_money
 from finbench.sim.env import reference_money
@@ -149,11 +150,12 @@ class Repricer:
 
     def priced(self, costs: Costs) -> pd.DataFrame:
         """A copy of the rows with their `PRICED` columns under `costs` (each column keeps its dtype)."""
-        EPISODES["repriced"] += len(self.df)
+        add(O.REPRICED, len(self.df))
         df, out = self.df, self.df.copy()
         for name, values in zip(PRICED, self.columns(costs)):
             kept = df[name].dtype  # a price is not a whole number: an integer column comes back as floats
             out[name] = pd.Series(values, index=df.index, dtype=None if kept.kind in "iu" else kept)
+        out[O.COLUMN] = O.REPRICED
         return out
 
 

@@ -30,6 +30,8 @@ from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
 from finbench.errors import FinbenchError, check_int, show
 from finbench.memo import register
+from finbench.running import origin as O
+from finbench.running.stats import add
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import DEFAULT_POLICIES, PolicyRef, resolve_policies
@@ -191,8 +193,9 @@ def _episodes(run: Run):
     for i, ref in enumerate(run.policies):
         key = keys[i]
         hit = None if key is None else _MEMO.get(key)
+        how = O.MEMO
         if hit is None and key is not None and ref.builtin:  # a user's rows only for the very run that played them
-            hit = _fewer_seeds(key)
+            hit, how = _fewer_seeds(key), O.CUT
         if hit is None:
             missing.append(i)
             continue
@@ -200,18 +203,19 @@ def _episodes(run: Run):
             _MEMO.move_to_end(key)
         frame, costs = hit
         loaded[ref.label] = len(frame)
-        hits.setdefault(costs, []).append((i, key, frame))
+        hits.setdefault(costs, []).append((i, key, frame, how))
     for costs, items in hits.items():
         if costs == run.costs:
-            for i, _, frame in items:
-                parts[i] = frame
+            for i, _, frame, how in items:
+                parts[i] = frame.assign(**{O.COLUMN: how})  # a copy: the memo keeps the rows' own origins
+                add(how, len(frame))
             continue
         priced = _repricer(run.corpus, costs, items).priced(run.costs)
         if len(items) == len(run.policies):  # all of them, in order: the frame is the run's rows
             priced.attrs["loaded"] = loaded
             return priced
         start = 0
-        for i, _, frame in items:
+        for i, _, frame, _ in items:
             parts[i] = priced.iloc[start:start + len(frame)].reset_index(drop=True)
             start += len(frame)
     if missing:
@@ -266,10 +270,10 @@ def _repricer(corpus: Corpus, costs, items) -> Repricer:
     corpus under `costs`: no row check needed."""
     import pandas as pd  # lazy: a Run is described without loading pandas
 
-    key = (corpus.fingerprint, costs, tuple(k for _, k, _ in items))
+    key = (corpus.fingerprint, costs, tuple(item[1] for item in items))
     rows = _REPRICERS.get(key)
     if rows is None:
-        rows = _REPRICERS[key] = Repricer(pd.concat([f for _, _, f in items], ignore_index=True), corpus)
+        rows = _REPRICERS[key] = Repricer(pd.concat([item[2] for item in items], ignore_index=True), corpus)
         while len(_REPRICERS) > _REPRICERS_SIZE:
             _REPRICERS.popitem(last=False)
     _REPRICERS.move_to_end(key)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import finbench as fb
+from tests.rows import assert_same_rows
 from finbench.agents.identity import identity
 from finbench.agents.registry import REGISTRY, PolicyRef, register_policy
 from finbench.memo import clear_caches
@@ -58,7 +59,7 @@ def _fresh(policy) -> pd.DataFrame:
 
 
 def _same(got: pd.DataFrame, policy) -> None:
-    pd.testing.assert_frame_equal(got.reset_index(drop=True), _fresh(policy).reset_index(drop=True))
+    assert_same_rows(got.reset_index(drop=True), _fresh(policy).reset_index(drop=True))
 
 
 def test_instances_with_other_state_get_their_own_rows(tmp_path):

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 import finbench as fb
+from tests.rows import assert_same_rows
 from finbench.agents.policies import Policy
 from finbench.agents.registry import PolicyError, PolicyRef, parse_label, policy_label, resolve_policies
 from finbench.running.evaluation import evaluate
@@ -87,7 +88,8 @@ def test_a_user_policy_is_cached_only_by_its_declaration(tmp_path, capsys):
     files = set((here / "patient").iterdir())
     assert len(files) > 0
     again = evaluate(SMALL, [declared, "sop"], seeds=[0], cache=tmp_path)
-    pd.testing.assert_frame_equal(first, again)
+    assert_same_rows(first, again)
+    assert set(first[first.policy == "patient"]["origin"]) == {"played"} and set(again["origin"]) == {"cache"}
     assert again.attrs["loaded"] == {"patient": len(SMALL), "sop": len(SMALL)}
     assert set((here / "patient").iterdir()) == files  # read back, not rewritten under another key
     bumped = PolicyRef.of(Patient, cache_id="v2")

@@ -15,6 +15,7 @@ from finbench.running import cache as K
 from finbench.running import evaluation as runner
 from finbench.agents.registry import PolicyError
 from finbench.running.evaluation import CacheWarning, evaluate
+from tests.rows import assert_same_rows, origins
 
 SMALL = fb.make_corpus(n_tasks=40)
 POLS = ["random", "sop", "finality_gate", "majority_vote"]
@@ -57,8 +58,9 @@ def test_cached_rows_equal_fresh_rows_exactly(tmp_path):
     fresh = evaluate(SMALL, POLS, seeds=range(2), cache=False)
     first = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
     again = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
-    pd.testing.assert_frame_equal(fresh, first, check_exact=True)
-    pd.testing.assert_frame_equal(fresh, again, check_exact=True)
+    pd.testing.assert_frame_equal(fresh, first, check_exact=True)  # both played, the same origins
+    assert_same_rows(fresh, again)
+    assert set(again["origin"]) == {"cache"} and "played" in set(first["origin"])
     assert not list(tmp_path.rglob("*.pkl")) and list(tmp_path.rglob("*.json"))
 
 
@@ -73,11 +75,11 @@ def test_cache_resumes_and_is_reused(tmp_path):
     assert stamps
     with pytest.warns(CacheWarning, match="recomputed 1 cached chunk"):
         again = evaluate(SMALL, POLS, seeds=range(2), cache=tmp_path)
-    pd.testing.assert_frame_equal(full, again)
+    assert_same_rows(full, again)
     assert all(f.stat().st_mtime_ns == t for f, t in stamps.items())  # finished chunks were not recomputed
     # a subset of policies reuses the same files
     sub = evaluate(SMALL, ["sop"], seeds=range(2), cache=tmp_path)
-    pd.testing.assert_frame_equal(sub, full[full.policy == "sop"].reset_index(drop=True))
+    assert_same_rows(sub, full[full.policy == "sop"].reset_index(drop=True))
 
 
 def test_cache_keys_separate_what_differs(tmp_path):
@@ -109,7 +111,7 @@ def test_a_planted_pickle_never_runs(tmp_path):
     with pytest.warns(CacheWarning):
         again = evaluate(SMALL, ["eager"], seeds=[0], cache=cache)
     assert not marker.exists()
-    pd.testing.assert_frame_equal(fresh, again)
+    assert_same_rows(fresh, again)
 
 
 def test_duplicate_labels_are_refused():
@@ -288,7 +290,7 @@ def test_an_entry_that_is_not_a_regular_file_is_skipped_and_recomputed(tmp_path,
     finally:
         if held is not None:
             held.close()
-    pd.testing.assert_frame_equal(fresh, again, check_exact=True)
+    assert_same_rows(fresh, again, check_exact=True)
     if kind == "directory":
         assert paths[0].is_dir()  # left alone, not written into
     else:  # replaced by the recomputed chunk, which the next run believes
@@ -296,7 +298,7 @@ def test_an_entry_that_is_not_a_regular_file_is_skipped_and_recomputed(tmp_path,
         assert paths[0].stat().st_size == goods[0].stat().st_size
         with warnings.catch_warnings():
             warnings.simplefilter("error", CacheWarning)
-            pd.testing.assert_frame_equal(fresh, evaluate(SMALL, ["sop"], seeds=seeds, cache=cache))
+            assert_same_rows(fresh, evaluate(SMALL, ["sop"], seeds=seeds, cache=cache))
     assert not [p for p in cache.rglob("*.tmp")]
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import finbench as fb
 from finbench.agents.registry import as_ref
+from finbench.running import derivation as D
 from finbench.running import evaluation as E
 from finbench.sim import constants as C
 
@@ -71,7 +72,7 @@ def test_a_derived_row_is_the_played_row_under_another_seed_and_profile():
         blind = (E._row(env, ref.label), tuple(env.world.captures))
         for seed, profile in [(7, fb.FaultProfile.default()), (2, fb.FaultProfile.only("duplicate", "reorder",
                                                                                           intensity=0.9))]:
-            derived = E._derived(blind, task, seed, profile)
+            derived = D.derive_seed(blind, task, seed, profile)
             assert derived == _played(task, "finality_gate", seed, profile)
             assert derived[E.COLUMNS.index("seed")] == seed and len(derived) == len(E.COLUMNS)
 
@@ -85,7 +86,12 @@ def test_the_fired_columns_sit_between_unrelated_and_retry_at():
 # --- run_chunk: rows in (task, seed) order; the memo of fault-blind episodes -------------------------------------
 
 def _rows(parts):
-    return [list(zip(*cols.values())) for cols in parts]
+    """Each policy's rows as tuples of `COLUMNS` (its `origin` apart: `_origins`)."""
+    return [list(zip(*(cols[c] for c in E.COLUMNS))) for cols in parts]
+
+
+def _origins(parts):
+    return [cols["origin"] for cols in parts]
 
 
 def test_run_chunk_gives_columns_per_policy_in_task_then_seed_order():
@@ -94,13 +100,13 @@ def test_run_chunk_gives_columns_per_policy_in_task_then_seed_order():
     profile = fb.FaultProfile.only("duplicate", "reorder", intensity=0.9)
     costs = fb.Costs(dispute_fee=50.0, step_budget=12)
     parts = E.run_chunk(TASKS[:2], refs, [4, 1], profile, costs)
-    assert [list(p) for p in parts] == [list(E.COLUMNS)] * 2
+    assert [list(p) for p in parts] == [[*E.COLUMNS, "origin"]] * 2
     for ref, cols in zip(refs, parts):
         assert cols["policy"] == [ref.label] * 4
         assert cols["task_id"] == [TASKS[0].task_id] * 2 + [TASKS[1].task_id] * 2
         assert cols["seed"] == [4, 1, 4, 1]
         expect = [E.episode_row(t, ref, s, profile, costs) for t in TASKS[:2] for s in (4, 1)]
-        assert list(zip(*cols.values())) == expect
+        assert _rows([cols])[0] == expect and set(cols["origin"]) <= {"played", "derived_seed"}
     default = E.run_chunk(TASKS[:2], refs[:1], [4, 1], fb.FaultProfile.default(), fb.Costs())
     assert default[0] != parts[0]  # the check above can fail: the arguments change the rows
 
@@ -109,11 +115,11 @@ def test_only_a_sharing_run_keeps_fault_blind_episodes_and_keys_them_fully():
     gate = as_ref("finality_gate")
     fb.clear_caches()
     E.run_chunk(TASKS[:3], [gate], [0, 1], fb.FaultProfile.default(), fb.Costs())
-    assert not E._BLIND  # not shared by default
+    assert not D.BLIND  # not shared by default
     E.run_chunk(TASKS[:3], [as_ref("sop"), gate], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
     # one entry per task, for the gate only (sop reads systems), keyed by task, policy, label, costs and probe
-    assert set(E._BLIND) == {(t, gate.cache_key(), gate.label, fb.Costs().key(), None) for t in TASKS[:3]}
-    for (task, *_), (row, captures) in E._BLIND.items():
+    assert set(D.BLIND) == {(t, gate.cache_key(), gate.label, fb.Costs().key(), None) for t in TASKS[:3]}
+    for (task, *_), (row, captures) in D.BLIND.items():
         assert row == _played(task, "finality_gate", 0, fb.FaultProfile.default())
     fb.clear_caches()
 
@@ -128,6 +134,7 @@ def test_a_shared_episode_is_derived_not_played_and_equals_a_played_one(monkeypa
     none = fb.FaultProfile.none()
     parts = E.run_chunk(TASKS[:2], [gate], [5, 6], none, fb.Costs(), None, True)
     assert played == []  # both tasks' episodes came from the memo
+    assert _origins(parts) == [["derived_seed"] * 4]
     monkeypatch.undo()
     assert _rows(parts)[0] == [_played(t, "finality_gate", s, none) for t in TASKS[:2] for s in (5, 6)]
     fb.clear_caches()
@@ -136,10 +143,10 @@ def test_a_shared_episode_is_derived_not_played_and_equals_a_played_one(monkeypa
 def test_the_memo_of_fault_blind_episodes_is_cleared_when_full(monkeypatch):
     gate = as_ref("finality_gate")
     fb.clear_caches()
-    monkeypatch.setattr(E, "_BLIND_SIZE", 2)
+    monkeypatch.setattr(D, "BLIND_SIZE", 2)
     E.run_chunk(TASKS[:3], [gate], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
     # two entries filled it; the third task's entry found it full, cleared it and went in alone
-    assert [k[0] for k in E._BLIND] == [TASKS[2]]
+    assert [k[0] for k in D.BLIND] == [TASKS[2]]
     fb.clear_caches()
 
 
@@ -148,7 +155,7 @@ def test_a_user_policy_is_never_kept_even_in_a_sharing_run():
 
     fb.clear_caches()
     parts = E.run_chunk(TASKS[:2], [as_ref(Closer)], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert not E._BLIND and not E._SEEN and parts[0]["calls"] == ["close"] * 4
+    assert not D.BLIND and not D.SEEN and parts[0]["calls"] == ["close"] * 4
 
 
 # --- the same-reads memo: episodes that added no capture, by what their reads saw ------------------------------
@@ -157,12 +164,12 @@ def test_only_a_sharing_run_keeps_episodes_by_their_reads():
     sop = as_ref("sop")
     fb.clear_caches()
     E.run_chunk(TASKS[:3], [sop], [0, 1], fb.FaultProfile.default(), fb.Costs())
-    assert not E._SEEN
+    assert not D.SEEN
     E.run_chunk(TASKS[:3], [sop], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
     keys = {(t, sop.cache_key(), sop.label, fb.Costs().key()) for t in TASKS[:3]}  # no probe mode: checked apart
-    kept = {k for k, _ in E._SEEN}
-    assert kept and kept <= keys and {s for _, s in E._SEEN} <= {0, 1}
-    for (key, seed), variants in E._SEEN.items():
+    kept = {k for k, _ in D.SEEN}
+    assert kept and kept <= keys and {s for _, s in D.SEEN} <= {0, 1}
+    for (key, seed), variants in D.SEEN.items():
         kept, = variants  # one profile played: one variant
         assert kept._signature is None  # what its reads saw is worked out only when another profile asks
         assert kept.captures == ()  # sop never retries
@@ -176,7 +183,7 @@ def test_an_episode_that_added_a_capture_is_kept_with_its_captures():
     fb.clear_caches()
     tasks = fb.make_corpus(n_tasks=40).tasks
     E.run_chunk(tasks, [as_ref("react")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
-    variants = [v for vs in E._SEEN.values() for v in vs]
+    variants = [v for vs in D.SEEN.values() for v in vs]
     made = [v for v in variants if v.captures]
     assert made and len(made) < len(variants)  # some episodes retried, some did not
     for kept in made:
@@ -191,8 +198,8 @@ def test_a_capture_whose_deliveries_differ_under_another_profile_is_played_again
     tasks, react = fb.make_corpus(n_tasks=60).tasks, as_ref("react")
     E.run_chunk(tasks, [react], [0], fb.FaultProfile.none(), fb.Costs(), None, True)
     derived = []
-    real = E._same_reads
-    monkeypatch.setattr(E, "_same_reads", lambda *a: derived.append(r := real(*a)) or r)
+    real = D.same_reads
+    monkeypatch.setattr(D, "same_reads", lambda *a: derived.append(r := real(*a)) or r)
     loss = fb.FaultProfile.only("loss")
     parts = E.run_chunk(tasks, [react], [0], loss, fb.Costs(), None, True)
     monkeypatch.undo()
@@ -205,9 +212,9 @@ def test_a_capture_whose_deliveries_differ_under_another_profile_is_played_again
 
 def test_the_same_reads_memo_is_cleared_when_full(monkeypatch):
     fb.clear_caches()
-    monkeypatch.setattr(E, "_SEEN_SIZE", 2)
+    monkeypatch.setattr(D, "SEEN_SIZE", 2)
     E.run_chunk(TASKS[:3], [as_ref("sop")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert [k[0][0] for k in E._SEEN] == [TASKS[2]]
+    assert [k[0][0] for k in D.SEEN] == [TASKS[2]]
     fb.clear_caches()
 
 
@@ -225,6 +232,8 @@ def test_a_read_that_saw_other_deliveries_is_played_not_derived(monkeypatch):
     monkeypatch.undo()
     assert 0 < len(played) < len(tasks)
     assert _rows(parts)[0] == [_played(t, "sop", 0, loss) for t in tasks]
+    how = _origins(parts)[0]  # each row says which it was
+    assert how.count("played") == len(played) and how.count("derived_reads") == len(tasks) - len(played)
     fb.clear_caches()
 
 
@@ -318,7 +327,7 @@ def test_a_memo_entry_of_the_full_probe_never_serves_another_probe_mode():
     gate = as_ref("finality_gate")
     fb.clear_caches()
     E.run_chunk(TASKS[:4], [gate], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert len(E._BLIND) == 4
+    assert len(D.BLIND) == 4
     delayed = ProbeMode.delayed()
     parts = E.run_chunk(TASKS[:4], [gate], [0, 1], fb.FaultProfile.default(), fb.Costs(), delayed, True)
     expect = [E._row(E.play(E.FinalityEnv(t, s, fb.FaultProfile.default(), fb.Costs(), probe=delayed), gate.make()),
@@ -398,19 +407,20 @@ def test_an_empty_corpus_and_a_bad_seed_are_named():
 
 # --- evaluate's counts, default cache folder, rejected files, progress -------------------------------------------
 
-def test_cache_true_is_the_default_folder_and_the_counts_say_simulated_then_loaded(tmp_path, monkeypatch):
+def test_cache_true_is_the_default_folder_and_the_counts_say_played_then_loaded(tmp_path, monkeypatch):
     from finbench.running.stats import EPISODES
 
     monkeypatch.setattr(E, "CACHE_DIR", tmp_path / "default")
     corpus = fb.make_corpus(n_tasks=3)
     before = dict(EPISODES)
     fb.evaluate(corpus, ["sop"], seeds=[0, 1], cache=True)
-    assert (EPISODES["simulated"] - before.get("simulated", 0), EPISODES["loaded"] - before.get("loaded", 0)) == (6, 0)
+    assert (EPISODES["played"] - before.get("played", 0), EPISODES["loaded"] - before.get("loaded", 0)) == (6, 0)
     assert list((tmp_path / "default").glob("episodes-*/sop/*.json"))  # written under the default folder
     fb.clear_caches()
     before = dict(EPISODES)
-    fb.evaluate(corpus, ["sop"], seeds=[0, 1], cache=True)
-    assert (EPISODES["simulated"] - before.get("simulated", 0), EPISODES["loaded"] - before.get("loaded", 0)) == (0, 6)
+    df = fb.evaluate(corpus, ["sop"], seeds=[0, 1], cache=True)
+    assert (EPISODES["played"] - before.get("played", 0), EPISODES["loaded"] - before.get("loaded", 0)) == (0, 6)
+    assert set(df["origin"]) == {"cache"}
 
 
 def test_a_rejected_cache_file_warns_at_the_callers_line(tmp_path):

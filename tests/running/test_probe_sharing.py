@@ -6,7 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 import finbench as fb
+from tests.rows import assert_same_rows
 from finbench.agents.registry import as_ref
+from finbench.running import derivation as D
 from finbench.running import evaluation as E
 from finbench.sim.probe import ProbeMode
 
@@ -36,7 +38,7 @@ def test_rows_shared_across_probe_modes_equal_those_played_alone(monkeypatch):
     for mode in MODES:
         fb.clear_caches()
         alone = _frame(E.run_chunk(TASKS, refs, [0, 2], fb.FaultProfile.default(), fb.Costs(), mode, True))
-        pd.testing.assert_frame_equal(shared[getattr(mode, "name", "full")], alone, check_exact=True)
+        assert_same_rows(shared[getattr(mode, "name", "full")], alone)
     fb.clear_caches()
 
 
@@ -44,8 +46,8 @@ def test_an_episode_that_probed_is_not_shared_with_another_mode():
     fb.clear_caches()
     gate = as_ref("finality_gate")
     E.run_chunk(TASKS[:4], [gate], [0], fb.FaultProfile.default(), fb.Costs(), ProbeMode.delayed(60), True)
-    kept = [k for ks in E._SEEN.values() for k in ks]
+    kept = [k for ks in D.SEEN.values() for k in ks]
     assert kept and all(k.probed and k.probe is not None for k in kept)
-    assert all(E._same_reads(E._SEEN[(key, 0)], key[0], 0, fb.FaultProfile.default(), None) is None
-               for key, _ in list(E._SEEN))
+    assert all(D.same_reads(D.SEEN[(key, 0)], key[0], 0, fb.FaultProfile.default(), None) is None
+               for key, _ in list(D.SEEN))
     fb.clear_caches()

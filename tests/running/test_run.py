@@ -10,6 +10,7 @@ from finbench.memo import clear_caches
 from finbench.running.run import costs_label
 from finbench.running.evaluation import evaluate
 from tests.agents.test_registry import Patient
+from tests.rows import assert_same_rows, origins
 
 SMALL = fb.make_corpus(n_tasks=40)
 
@@ -26,7 +27,7 @@ def test_repricing_equals_simulating(costs):
     base = evaluate(SMALL, None, seeds=seeds, cache=False)
     direct = evaluate(SMALL, None, seeds=seeds, costs=costs, cache=False)
     priced = reprice(base, SMALL, costs, fb.Costs())
-    pd.testing.assert_frame_equal(priced, direct, check_exact=True)
+    assert_same_rows(priced, direct, check_exact=True)
     assert not base["position"].equals(direct["position"])  # the costs did matter
 
 
@@ -77,7 +78,7 @@ def test_sweep_shares_episodes_and_reprices(monkeypatch, tmp_path):
     for c in costs[1:]:
         direct = evaluate(SMALL, ["sop", "finality_gate"], seeds=[0, 1], costs=c, cache=False)
         got = out[(out.costs == costs_label(c)) & (out.policies == "sop, finality_gate")]
-        pd.testing.assert_frame_equal(got.drop(columns=["costs", "policies"]).reset_index(drop=True), direct)
+        assert_same_rows(got.drop(columns=["costs", "policies"]).reset_index(drop=True), direct)
     calls.clear()
     fb.sweep(base.replace(cache=False), {"costs": costs})  # nothing cached: every run plays its episodes
     assert len(calls) == len(costs)

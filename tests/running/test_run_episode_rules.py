@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 import finbench as fb
+from tests.rows import assert_same_rows
 from finbench.memo import clear_caches
 from finbench.running.evaluation import evaluate
 from finbench.running.stats import EPISODES
@@ -30,14 +31,14 @@ PRICES = fb.Costs(cogs_rate=0.4, dispute_fee=50.0)
 
 # --- run_episode ---------------------------------------------------------------------------------------
 
-def test_each_episode_counts_once_as_simulated():
+def test_each_episode_counts_once_as_played():
     task = CORPUS.tasks[0]
-    start = EPISODES["simulated"]
+    start = EPISODES["played"]
     fb.run_episode(task, "sop", seed=0)
-    assert EPISODES["simulated"] == start + 1
+    assert EPISODES["played"] == start + 1
     fb.run_episode(task, "finality_gate", seed=1)
     fb.run_episode(task, fb.get_policy("sop"), seed=2)
-    assert EPISODES["simulated"] == start + 3
+    assert EPISODES["played"] == start + 3
 
 
 def test_the_result_carries_the_reference_label():
@@ -84,8 +85,10 @@ def test_some_policies_memoised_under_other_prices_are_repriced_and_sliced(tmp_p
     got = fb.Run(CORPUS, seeds=[0], policies=["sop", "finality_gate"], costs=PRICES, cache=tmp_path).evaluate()
     want = _direct(["sop", "finality_gate"], PRICES)
     assert list(got.columns) == list(want.columns) and "index" not in got.columns
-    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert_same_rows(got, want)
     assert got.attrs["loaded"] == {"sop": 9, "finality_gate": 0}
+    assert set(got[got.policy == "sop"]["origin"]) == {"repriced"}
+    assert set(got[got.policy == "finality_gate"]["origin"]) <= {"played", "derived_seed"}
 
 
 def test_two_memoised_policies_repriced_in_turn_keep_their_own_rows(tmp_path):
@@ -94,7 +97,8 @@ def test_two_memoised_policies_repriced_in_turn_keep_their_own_rows(tmp_path):
     for policies in (["sop"], ["finality_gate"], ["finality_gate", "sop"]):
         got = fb.Run(CORPUS, seeds=[0], policies=policies, costs=PRICES, cache=tmp_path).evaluate()
         assert list(got["policy"].unique()) == policies
-        pd.testing.assert_frame_equal(got, _direct(policies, PRICES), check_exact=True)
+        assert_same_rows(got, _direct(policies, PRICES))
+        assert set(got["origin"]) == {"repriced"}
 
 
 def test_a_run_takes_one_to_a_million_bootstrap_resamples():

@@ -21,6 +21,7 @@ from finbench.sim.env import FinalityEnv
 from finbench.sim.play import play
 from finbench.sim import constants as C
 from finbench.sim.probe import ProbeMode
+from tests.rows import assert_same_rows, origins
 
 TASKS = fb.make_corpus(n_tasks=45).tasks
 SEEDS = [0, 3, 1, 4]
@@ -49,7 +50,7 @@ def _one_seed_at_a_time(tasks, refs, seeds, profile, probe=None) -> pd.DataFrame
                          ids=["default", "duplicate+reorder"])
 def test_derived_seeds_equal_simulated_ones(profile):
     together = _frame(TASKS, REFS, SEEDS, profile)
-    pd.testing.assert_frame_equal(together, _one_seed_at_a_time(TASKS, REFS, SEEDS, profile))
+    assert_same_rows(together, _one_seed_at_a_time(TASKS, REFS, SEEDS, profile))
     # the derivation is exercised: the gate and the oracle are fault-blind, and firings do move
     gate = together[together.policy == "finality_gate"]
     assert len(gate) == len(TASKS) * len(SEEDS)
@@ -109,6 +110,7 @@ ARMS = [fb.FaultProfile.default(), fb.FaultProfile.none(), *(fb.FaultProfile.onl
 def test_derived_across_profiles_equal_played_ones(monkeypatch):
     """Every arm after the first derives the fault-blind episodes the first played (one shared memo), and
     each arm's rows equal those played for that arm alone, each seed on its own."""
+    from finbench.running import derivation as D
     from finbench.running import evaluation as E
 
     played = []
@@ -124,11 +126,11 @@ def test_derived_across_profiles_equal_played_ones(monkeypatch):
         if i:  # the gate and the oracle were fault-blind under the first arm: derived here, never played
             assert "FinalityGate" not in played[before:] and "FinalityOracle" not in played[before:]
             assert len(played) - before < len(tasks) * len(seeds) * len(REFS)
-    assert len(E._BLIND) >= len(tasks) and {"FinalityGate", "FinalityOracle"} <= set(played)
+    assert len(D.BLIND) >= len(tasks) and {"FinalityGate", "FinalityOracle"} <= set(played)
     during = list(played)
     for arm in ARMS:
         alone = _one_seed_at_a_time(tasks, REFS, seeds, arm)
-        pd.testing.assert_frame_equal(shared[arm.name], alone)
+        assert_same_rows(shared[arm.name], alone)
     # the firings do move between arms for a derived policy
     gate = pd.concat([f[f.policy == "finality_gate"] for f in shared.values()])
     assert len(gate) > 0 and gate.filter(like="fired_").sum(axis=1).nunique() > 1
@@ -136,12 +138,13 @@ def test_derived_across_profiles_equal_played_ones(monkeypatch):
     readers = {type(as_ref(n).make()).__name__ for n in ("sop", "eager", "majority_vote")}
     plays = sum(1 for name in during if name in readers)
     assert 0 < plays < len(ARMS) * len(tasks) * len(seeds) * len(readers)
-    assert E._SEEN
+    assert D.SEEN
 
 
 def test_same_world_derivation_compares_each_read_s_stale_lag(monkeypatch):
     """Stale reads change nothing a base holds: an arm with and one without them give one base signature,
     and an episode is derived only where its every read would be stale (or fresh) alike."""
+    from finbench.running import derivation as D
     from finbench.running import evaluation as E
 
     fb.clear_caches()
@@ -156,20 +159,22 @@ def test_same_world_derivation_compares_each_read_s_stale_lag(monkeypatch):
     n = len(tasks) * len(seeds) * len(refs)
     assert played.count(off.name) == n
     assert 0 < played.count(on.name) < n  # some derived (no read stale), some played (a stale read)
+    assert (shared[1]["origin"] == "derived_reads").sum() == n - played.count(on.name)  # each row says which
     assert shared[1].fired_stale_read.gt(0).any()
     for arm, frame in zip((off, on), shared):
-        pd.testing.assert_frame_equal(frame, _one_seed_at_a_time(tasks, refs, seeds, arm))
+        assert_same_rows(frame, _one_seed_at_a_time(tasks, refs, seeds, arm))
 
 
 def test_a_run_that_caches_nothing_keeps_no_episode_in_the_memo():
+    from finbench.running import derivation as D
     from finbench.running import evaluation as E
 
     fb.clear_caches()
     corpus = fb.make_corpus(n_tasks=30)
     fb.evaluate(corpus, ["finality_gate", "finality_oracle"], seeds=range(2), cache=False)
-    assert not E._BLIND
+    assert not D.BLIND
     run_chunk(corpus.tasks[:5], [as_ref("finality_gate")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert E._BLIND  # the same episodes, shared: the check above can fail
+    assert D.BLIND  # the same episodes, shared: the check above can fail
 
 
 def test_one_package_policy_under_two_labels_keeps_each_label(tmp_path):

@@ -1,0 +1,1 @@
+"""The `finbench` command's parts: options shared by its commands, and the model commands (`finbench.cli`)."""

@@ -1,0 +1,23 @@
+"""The columns of an episode row, in order: what `evaluate` returns (with `origin` after them) and the
+episode cache holds."""
+from __future__ import annotations
+
+from finbench.sim import constants as C
+
+__all__ = ["COLUMNS"]
+
+COLUMNS = (
+    "task_id", "archetype", "unit", "twin_side", "policy", "privileged", "seed", "position", "reference_position", "gap",
+    "exact", "premature_irreversible", "n_calls", "end_t", "disposition", "probe_calls", "wait_calls",
+    "unrelated_effects", "cash", "cogs", "liability", "dispute_fee", "escalation", "unrelated",
+    *(f"fired_{f}" for f in C.FAMILIES), "retry_at", "calls", "verdict", "capture_effects",
+    "check_auth_precedes_effect", "check_targets_intended", "check_exactly_one_effect",
+    "check_retry_idempotent", "check_unrelated_unchanged", "check_evidence_complete",
+)
+"""Every episode row's columns, in order. `privileged` says the policy was told the resolution
+(SPEC §7: the reference, or a user's policy that asks for it); such rows are never compared as
+unprivileged. `retry_at` lists the ticks of fresh-key
+captures (';'-joined), which with `disposition`, `end_t` and `unrelated_effects`
+is all that pricing needs (`finbench.running.reprice`). `calls` is the episode's action
+sequence, one `tool[@other][:args]` a call, ';'-joined: two episodes decided
+alike exactly when their `calls` are equal (the ablation compares them)."""

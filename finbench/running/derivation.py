@@ -1,0 +1,132 @@
+"""Rows made from episodes already played, without playing them (origins `derived_seed` and
+`derived_reads`, `running.origin`): the two memos `run_chunk` consults for the package's own policies, and
+the rules that decide a kept episode is the one asked for.
+
+- `derive_seed`: a fault-blind episode (`FinalityEnv.fault_blind`: it read no system, only a probe that
+  tells the truth) of a policy that does not read the seed is the same episode under every seed and fault
+  profile but for the faults fired.
+- `same_reads`: an episode whose every read would return the same payload under another fault profile
+  (or probe mode, if it never probed) makes the same calls to the same end.
+"""
+from __future__ import annotations
+
+from finbench.memo import register
+from finbench.running.columns import COLUMNS
+from finbench.sim import constants as C
+from finbench.sim.env import FinalityEnv
+from finbench.sim.faults import FaultProfile
+from finbench.sim.world import World, base_world, replayed_firings
+
+__all__ = ["BLIND", "SEEN", "derive_seed", "keep_blind", "keep_reads", "same_reads"]
+
+_SEED = COLUMNS.index("seed")
+_FIRED = COLUMNS.index(f"fired_{C.FAMILIES[0]}")
+
+
+def derive_seed(blind: tuple, task, seed: int, profile: FaultProfile) -> tuple:
+    """The row of a fault-blind episode (`FinalityEnv.fault_blind`) of a package policy that does not read
+    the seed (`seed_blind`), played under `seed` and `profile` instead: the same calls get the same answers
+    (the agent read no system, only a probe that tells the truth), so only the seed and the faults the
+    world fires differ. `blind`: the played row and the episode's captures."""
+    row, captures = blind
+    fired = replayed_firings(task, seed, profile, captures)
+    return (*row[:_SEED], seed, *row[_SEED + 1:_FIRED], *(fired[f] for f in C.FAMILIES),
+            *row[_FIRED + len(C.FAMILIES):])
+
+
+BLIND_SIZE = 16_384
+BLIND: dict = register(
+    "running.evaluation.fault_blind",
+    {}, keys="(task, the package policy's cache key and label, costs, probe mode): a fault-blind episode's row and "
+             "captures",
+    bound=BLIND_SIZE)
+"""Fault-blind episodes of the package's own seed-blind policies, so that another fault profile (an
+ablation arm) or another seed derives them instead of playing them again."""
+
+
+SEEN_SIZE = 65_536
+SEEN: dict = register(
+    "running.evaluation.same_reads",
+    {}, keys="(task, the package policy's cache key and label, costs, seed): the rows played under other fault "
+             "profiles or probe modes, each with what its reads saw and whether it probed", bound=SEEN_SIZE)
+"""Episodes of the package's own policies with what their reads saw, so that another fault profile (an
+ablation arm) under which every read returns the same payload derives them."""
+
+
+def _seen(task, seed: int, profile: FaultProfile, captures: tuple, until: tuple,
+          base=None) -> tuple[tuple, World | None]:
+    """What reads up to `until` see of the world under `profile` once the agent has made `captures`
+    ((key, tick) each), and that world (None when it is the profile's base, `base` if given)."""
+    if not captures:  # the base alone
+        base = base_world(task, seed, profile) if base is None else base
+        return base.seen_by(until), None
+    world = World(task, seed, profile)
+    for key, t in captures:
+        world.add_capture(key, t)
+    return world.seen_by(until), world
+
+
+class _Kept:
+    """An ended episode kept for `same_reads`: what decides what its reads saw, and its row. What they saw
+    (`seen`, `lags`) is worked out the first time another profile asks (`signature`): a run of one
+    profile never pays for it. `probe`: the probe mode's key it was played under, and whether it probed."""
+
+    __slots__ = ("captures", "until", "reads", "row", "profile", "probe", "probed", "_signature")
+
+    def __init__(self, captures: tuple, until: tuple, reads: tuple, row: tuple, profile: FaultProfile,
+                 probe=None, probed: bool = False):
+        self.captures, self.until, self.reads, self.row, self.profile = captures, until, reads, row, profile
+        self.probe, self.probed = probe, probed
+        self._signature = None
+
+    def signature(self, task, seed: int) -> tuple[tuple, tuple]:
+        """(the lane prefixes its reads saw, its stale lags), as `same_reads` makes them under another profile."""
+        if self._signature is None:
+            seen, _ = _seen(task, seed, self.profile, self.captures, self.until)
+            self._signature = (seen, base_world(task, seed, self.profile).stale_lags(self.reads))
+        return self._signature
+
+
+def same_reads(variants: list, task, seed: int, profile: FaultProfile, probe=None) -> tuple | None:
+    """The row of an earlier episode that is this one under `profile`, or None.
+
+    An episode sees the world only through its reads. If under `profile` each read is as stale (or fresh)
+    as it was, and each system holds the same deliveries up to the latest tick it was read as of (its
+    base's and those of the captures the agent made, which arrive no earlier than their submission, so
+    no read before a capture sees them), every read returns the same payload, and the agent makes the
+    same calls to the same end. Only the faults fired elsewhere differ: the row takes this world's.
+    The probe mode (`probe`, its key) answers only the probe: an episode that never probed is the same
+    under every mode (the brief does not name it), one that probed only under its own."""
+    base = base_world(task, seed, profile)
+    for kept in variants:
+        if kept.probed and kept.probe != probe:
+            continue
+        seen, lags = kept.signature(task, seed)
+        if base.stale_lags(kept.reads) != lags:
+            continue
+        now, world = _seen(task, seed, profile, kept.captures, kept.until, base)
+        if now == seen:
+            fired = dict(base.counts) if world is None else world.fired()
+            fired["stale_read"] += len(lags)
+            row = kept.row
+            return (*row[:_FIRED], *(fired[f] for f in C.FAMILIES), *row[_FIRED + len(C.FAMILIES):])
+    return None
+
+
+def keep_reads(key: tuple, env: FinalityEnv, row: tuple, probe=None) -> None:
+    """Keep an ended episode (played under the probe mode whose key is `probe`) for `same_reads`."""
+    world = env.world
+    until = tuple((s, t) for s, t in world.seen_until.items() if t >= 0)
+    reads = tuple(world.reads[s] for s in C.SYSTEMS)
+    captures = tuple((c.key, c.submitted_at) for c in world.captures[1:])
+    if len(SEEN) >= SEEN_SIZE:
+        SEEN.clear()
+    SEEN.setdefault(key, []).append(_Kept(captures, until, reads, row, env.profile, probe, env.probe_calls > 0))
+
+
+
+def keep_blind(key: tuple, blind: tuple) -> None:
+    """Keep a fault-blind episode (its row and captures) for `derive_seed` under other seeds and profiles."""
+    if len(BLIND) >= BLIND_SIZE:
+        BLIND.clear()
+    BLIND[key] = blind
