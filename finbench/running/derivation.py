@@ -36,7 +36,7 @@ def derive_seed(blind: tuple, task, seed: int, profile: FaultProfile) -> tuple:
 
 BLIND_SIZE = 16_384
 BLIND: dict = register(
-    "running.evaluation.fault_blind",
+    "running.derivation.fault_blind",
     {}, keys="(task, the package policy's cache key and label, costs, probe mode): a fault-blind episode's row and "
              "captures",
     bound=BLIND_SIZE)
@@ -46,7 +46,7 @@ ablation arm) or another seed derives them instead of playing them again."""
 
 SEEN_SIZE = 65_536
 SEEN: dict = register(
-    "running.evaluation.same_reads",
+    "running.derivation.same_reads",
     {}, keys="(task, the package policy's cache key and label, costs, seed): the rows played under other fault "
              "profiles or probe modes, each with what its reads saw and whether it probed", bound=SEEN_SIZE)
 """Episodes of the package's own policies with what their reads saw, so that another fault profile (an

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import finbench as fb
+from tests.rows import assert_same_rows
 from finbench.agents.registry import PolicyRef
 from finbench.memo import MEMOS, clear_caches
 
@@ -125,7 +126,7 @@ def _fresh(agent) -> pd.DataFrame:
 
 
 def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+    assert_same_rows(a.reset_index(drop=True), b.reset_index(drop=True), check_exact=False)
 
 
 @pytest.mark.parametrize("channel", list(CHANNELS))
