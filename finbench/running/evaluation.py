@@ -262,8 +262,9 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
             The package's policies are played as without it. Rows are the same for any value.
 
     Returns:
-        A pandas DataFrame with the columns of `COLUMNS`; `frame.attrs["loaded"]` maps each
-        policy's label to how many of its episodes came from the cache (0: all played now).
+        A pandas DataFrame with the columns of `COLUMNS` and `origin` (how each row was obtained:
+        `played`, `derived_seed`, `derived_reads` or `cache`; `finbench.running.origin`);
+        `frame.attrs["loaded"]` maps each policy's label to how many of its episodes came from the cache.
 
     Raises:
         PolicyError: an unknown policy or knob, two policies with one label, or a policy that

@@ -157,7 +157,8 @@ class Run:
 
     # --- episodes --------------------------------------------------------------------
     def evaluate(self):
-        """The run's episode rows (`runner.evaluate`'s columns), shared with earlier runs where possible."""
+        """The run's episode rows (`runner.evaluate`'s columns), shared with earlier runs where possible; a
+        row's `origin` also says `memo`, `cut` or `repriced` when it came from an earlier run."""
         return _episodes(self)
 
 

@@ -1,0 +1,89 @@
+"""A check that replays: a seeded sample of a run's rows of every origin, each played again alone with
+nothing reused (every in-process memo emptied, no cache), compared column by column.
+
+    bad = fb.verify(run)                       # or verify(run, rows) for rows already evaluated
+    assert bad.empty, bad.to_string()
+
+A row the engine derived, cut, re-priced or loaded must equal the episode played afresh; a difference is a
+bug in the reuse that made it (or, for a user's policy, a policy that does not play the same twice).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from finbench.memo import clear_caches
+from finbench.running import origin as O
+from finbench.running.columns import COLUMNS
+from finbench.running.evaluation import episode_row
+
+__all__ = ["PRICE_TOLERANCE", "verify"]
+
+PRICE_TOLERANCE = 1e-9
+"""Re-priced money is computed in another order than played money: it may differ in the last bits (dollars)."""
+_MONEY = ("position", "reference_position", "gap", "cash", "cogs", "liability", "dispute_fee", "escalation",
+          "unrelated")
+
+
+def _missing(value) -> bool:
+    return value is None or isinstance(value, float) and math.isnan(value)
+
+
+def _differs(origin: str, column: str, got, want) -> bool:
+    if _missing(got) or _missing(want):  # a frame holds a missing value as NaN or None, a row tuple as None
+        return not (_missing(got) and _missing(want))
+    if origin == O.REPRICED and column in _MONEY:
+        return not abs(float(got) - float(want)) <= PRICE_TOLERANCE
+    return got != want or type(got) is not type(want) and not (isinstance(got, (int, float)) and
+                                                                 isinstance(want, (int, float)))
+
+
+def sample(rows: pd.DataFrame, per_origin: int, seed: int) -> list[int]:
+    """Up to `per_origin` row positions of each origin, drawn with a generator seeded by `seed`, in order."""
+    rng = np.random.default_rng(seed)
+    picked = []
+    for origin in O.ORIGINS:
+        where = np.flatnonzero(rows[O.COLUMN].to_numpy() == origin)
+        if len(where):
+            picked += rng.choice(where, size=min(per_origin, len(where)), replace=False).tolist()
+    return sorted(picked)
+
+
+def verify(run, rows: pd.DataFrame | None = None, per_origin: int = 10, seed: int = 0) -> pd.DataFrame:
+    """The differences between a sample of `run`'s rows (`rows`, else `run.evaluate()`) and the same episodes
+    played again alone: one line per differing column (row position, origin, policy, task, seed, column, the
+    row's value, the replay's). Empty: every sampled row equals its replay.
+
+    Every in-process memo is emptied before each replay (`clear_caches`) and the replay reads no cache, so
+    nothing that made the row can make its replay."""
+    rows = run.evaluate() if rows is None else rows
+    if O.COLUMN not in rows.columns:
+        raise ValueError("verify: the rows have no origin column (rows of evaluate or Run.evaluate)")
+    refs = {ref.label: ref for ref in run.policies}
+    out = []
+    for i in sample(rows, per_origin, seed):
+        row = rows.iloc[i]
+        clear_caches()
+        fresh = dict(zip(COLUMNS, episode_row(run.corpus[row["task_id"]], refs[row["policy"]], int(row["seed"]),
+                                              run.profile, run.costs, run.probe)))
+        for column in COLUMNS:
+            got, want = _plain(row[column]), fresh[column]
+            if _differs(row[O.COLUMN], column, got, want):
+                out.append({"row": i, "origin": row[O.COLUMN], "policy": row["policy"], "task_id": row["task_id"],
+                            "seed": int(row["seed"]), "column": column, "row_value": got, "replayed": want})
+    clear_caches()
+    return pd.DataFrame(out, columns=["row", "origin", "policy", "task_id", "seed", "column", "row_value",
+                                      "replayed"])
+
+
+def _plain(value):
+    """A frame's cell as the Python value a row tuple holds (numpy scalars made plain, pandas' NA None)."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return value
+    return value

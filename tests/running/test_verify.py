@@ -1,0 +1,66 @@
+"""`verify` (issue 43, part 2): a sample of rows of every origin replayed alone with nothing reused; a
+derivation broken on purpose is found, naming the row, its origin and the column."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import finbench as fb
+from finbench.running import derivation as D
+from finbench.running import evaluation as E
+from finbench.running.verify import sample, verify
+
+CORPUS = fb.make_corpus(n_tasks=30)
+
+
+def _runs(tmp_path):
+    """Runs whose rows hold every origin: played and both derivations, the disk cache, the memo, a cut of
+    more seeds, and re-priced rows."""
+    fb.clear_caches()
+    base = fb.Run(CORPUS, seeds=(0, 1), cache=tmp_path)
+    runs = [base, base.replace(profile=fb.FaultProfile.without("loss")), base.replace(seeds=(0,)),
+            base.replace(costs=fb.Costs(dispute_fee=50.0)), base]
+    out = [(r, r.evaluate()) for r in runs]
+    fb.clear_caches()
+    out.append((base, base.evaluate()))  # from the disk cache
+    return out
+
+
+def test_rows_of_every_origin_equal_their_replays(tmp_path):
+    seen = set()
+    for run, rows in _runs(tmp_path):
+        seen |= set(rows["origin"])
+        bad = verify(run, rows, per_origin=15)
+        assert bad.empty, bad.to_string()
+    assert seen == {"played", "derived_seed", "derived_reads", "cache", "memo", "cut", "repriced"}
+
+
+def test_a_broken_derivation_is_named_by_row_origin_and_column(monkeypatch):
+    real = D.derive_seed
+
+    def broken(blind, task, seed, profile):  # the seed derivation forgets to move the firings
+        row = real(blind, task, seed, profile)
+        i = E.COLUMNS.index("fired_loss")
+        return (*row[:i], row[i] + 1, *row[i + 1:])
+
+    monkeypatch.setattr(D, "derive_seed", broken)
+    fb.clear_caches()
+    run = fb.Run(CORPUS, seeds=(0, 1), policies=["finality_gate", "sop"], cache=False)
+    rows = run.evaluate()
+    bad = verify(run, rows, per_origin=5)
+    assert not bad.empty and set(bad["origin"]) == {"derived_seed"} and set(bad["column"]) == {"fired_loss"}
+    first = bad.iloc[0]
+    assert rows.iloc[first["row"]]["origin"] == "derived_seed" and first["row_value"] == first["replayed"] + 1
+
+
+def test_the_sample_is_seeded_and_covers_each_origin():
+    rows = pd.DataFrame({"origin": ["played"] * 50 + ["cache"] * 3 + ["repriced"] * 20})
+    a, b = sample(rows, 10, 0), sample(rows, 10, 0)
+    assert a == b and a != sample(rows, 10, 1) and a == sorted(a)
+    assert [rows["origin"][i] for i in a].count("cache") == 3 and len(a) == 23
+
+
+def test_rows_without_origin_are_refused():
+    run = fb.Run(CORPUS, seeds=(0,), policies=["sop"], cache=False)
+    with pytest.raises(ValueError, match="no origin column"):
+        verify(run, run.evaluate().drop(columns="origin"))
