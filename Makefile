@@ -7,7 +7,7 @@ export PYTHONPATH := $(CURDIR)
 export SOURCE_DATE_EPOCH := 0
 export MPLBACKEND := Agg
 
-.PHONY: all venv test test-fast reproduce reproduce-paper check bench bench-model lab eval mutate clean
+.PHONY: all venv test test-fast reproduce reproduce-paper check verify bench bench-model lab eval mutate clean
 
 all: test
 
@@ -43,6 +43,10 @@ reproduce: $(STAMP)
 # the paper alone: the notebooks behind Tables II-VII, Figures 1-3, the 2x2, the cost sweep and the plan search
 reproduce-paper: $(STAMP)
 	$(PY) -m finbench.pipeline --paper
+
+# a seeded sample of rows of every origin (played, derived, cut, re-priced, loaded) replayed alone and compared
+verify: $(STAMP)
+	$(PY) -m finbench verify
 
 # fails naming every table, figure or corpus file that differs from the committed one (after `make reproduce`)
 check: $(STAMP)

@@ -33,6 +33,7 @@ _EXPORTS = {
     "analysis.publish": ("publish",),
     "analysis.verdicts": ("Claim",),
     "running.reprice": ("reprice",),
+    "running.verify": ("verify",),
     "analysis.timeline_plot": ("draw_timeline", "timeline_figure"),
     "analysis.explorer_widget": ("explorer",),
     "running.inspect_task": ("inspect_task",),

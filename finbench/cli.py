@@ -78,6 +78,7 @@ from finbench.errors import FinbenchError, show
 from finbench.eval_cli import EXIT_NOINPUT, EXIT_SOFTWARE, EXIT_USAGE, TIMEOUT, cmd_eval, plain
 from finbench.commands import model as M
 from finbench.commands import options as O
+from finbench.commands.verify import add_verify
 from finbench.grading import CHECKS, MAX_MONEY, Contract, TraceError, grade_trace, load_trace
 
 __all__ = ["EXIT_CODES", "build_parser", "main"]
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval(commands)
     M.add_mock_server(commands)
     M.add_inspect(commands)
+    add_verify(commands)
     reproduce = commands.add_parser(
         "reproduce", help="run the notebooks headless: every table and figure (make reproduce)",
         description="Run the notebooks headless, full size, regenerating tables/ and figures/ (as make reproduce).")

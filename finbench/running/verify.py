@@ -87,3 +87,43 @@ def _plain(value):
     if isinstance(value, float) and math.isnan(value):
         return value
     return value
+
+
+def notebook_runs(n_tasks: int = 321, seeds=range(5)) -> list[tuple[str, object]]:
+    """The notebooks' principal runs, in an order that makes rows of every origin: the nine on the public
+    corpus (played, and derived across seeds), two fault-ablation arms and a probe arm (derived from the
+    first by their reads), the first seed alone (cut), other prices (re-priced), and the nine again, from
+    the run memo and then from the episode cache (the caller gives a fresh cache folder). (name, Run) each."""
+    from finbench.running.run import Run
+    from finbench.sim.economics import Costs
+    from finbench.sim.faults import FaultProfile
+    from finbench.sim.probe import ProbeMode
+
+    head = Run.make(n_tasks=n_tasks, seeds=tuple(seeds))
+    return [("headline", head), ("ablation: without loss", head.replace(profile=FaultProfile.without("loss"))),
+            ("ablation: without stale_read", head.replace(profile=FaultProfile.without("stale_read"))),
+            ("probe arm: none", head.replace(probe=ProbeMode.none())), ("one seed", head.replace(seeds=(0,))),
+            ("cost sweep: dispute_fee=50", head.replace(costs=Costs(dispute_fee=50.0))),
+            ("headline again (the run memo)", head), ("headline again (the episode cache)", head)]
+
+
+def verify_runs(cache_dir, n_tasks: int = 321, seeds=range(5), per_origin: int = 10, seed: int = 0,
+                out=print) -> pd.DataFrame:
+    """`verify` on each of `notebook_runs` (evaluated with the episode cache in `cache_dir`, a fresh folder,
+    the in-process memos emptied before the last run so it reads the cache), one line of `out` per run; the
+    differences of all of them (a `run` column names each)."""
+    runs = [(name, run.replace(cache=cache_dir)) for name, run in notebook_runs(n_tasks, seeds)]
+    evaluated = []
+    for i, (name, run) in enumerate(runs):  # all evaluated first: each replay empties the memos they share
+        if i == len(runs) - 1:
+            clear_caches()
+        evaluated.append((name, run, run.evaluate()))
+    found = []
+    for i, (name, run, rows) in enumerate(evaluated):
+        bad = verify(run, rows, per_origin, seed + i)
+        counts = rows[O.COLUMN].value_counts()
+        out(f"{name}: {len(rows):,} rows ({', '.join(f'{o} {counts[o]:,}' for o in O.ORIGINS if o in counts)}); "
+            f"replayed {len(sample(rows, per_origin, seed + i))}, "
+            + ("every one equal" if bad.empty else f"{bad['row'].nunique()} differ"))
+        found.append(bad.assign(run=name))
+    return pd.concat(found, ignore_index=True)

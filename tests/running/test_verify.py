@@ -64,3 +64,31 @@ def test_rows_without_origin_are_refused():
     run = fb.Run(CORPUS, seeds=(0,), policies=["sop"], cache=False)
     with pytest.raises(ValueError, match="no origin column"):
         verify(run, run.evaluate().drop(columns="origin"))
+
+
+def test_the_command_covers_every_origin_and_exits_0(capsys):
+    from finbench.cli import main
+
+    assert main(["verify", "--n-tasks", "30", "--seeds", "2", "--per-origin", "4"]) == 0
+    out = capsys.readouterr().out
+    for origin in ("played", "derived_seed", "derived_reads", "cut", "repriced", "memo", "cache"):
+        assert f"{origin} " in out, origin
+    assert out.strip().endswith("every replayed row equals its row")
+
+
+def test_the_command_exits_1_naming_a_broken_derivation(monkeypatch, capsys):
+    from finbench.cli import main
+
+    real = D.same_reads
+
+    def broken(*args):  # a same-reads derivation that loses the partial-commit firings
+        row = real(*args)
+        if row is None:
+            return None
+        i = E.COLUMNS.index("fired_partial_commit")
+        return (*row[:i], row[i] + 7, *row[i + 1:])
+
+    monkeypatch.setattr(D, "same_reads", broken)
+    assert main(["verify", "--n-tasks", "30", "--seeds", "2", "--per-origin", "4"]) == 1
+    err = capsys.readouterr().err
+    assert "(derived_reads, " in err and ": fired_partial_commit is " in err
