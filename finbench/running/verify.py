@@ -18,6 +18,10 @@ from finbench.memo import clear_caches
 from finbench.running import origin as O
 from finbench.running.columns import COLUMNS
 from finbench.running.evaluation import episode_row
+from finbench.running.run import Run
+from finbench.sim.economics import Costs
+from finbench.sim.faults import FaultProfile
+from finbench.sim.probe import ProbeMode
 
 __all__ = ["PRICE_TOLERANCE", "verify"]
 
@@ -94,11 +98,6 @@ def notebook_runs(n_tasks: int = 321, seeds=range(5)) -> list[tuple[str, object]
     corpus (played, and derived across seeds), two fault-ablation arms and a probe arm (derived from the
     first by their reads), the first seed alone (cut), other prices (re-priced), and the nine again, from
     the run memo and then from the episode cache (the caller gives a fresh cache folder). (name, Run) each."""
-    from finbench.running.run import Run
-    from finbench.sim.economics import Costs
-    from finbench.sim.faults import FaultProfile
-    from finbench.sim.probe import ProbeMode
-
     head = Run.make(n_tasks=n_tasks, seeds=tuple(seeds))
     return [("headline", head), ("ablation: without loss", head.replace(profile=FaultProfile.without("loss"))),
             ("ablation: without stale_read", head.replace(profile=FaultProfile.without("stale_read"))),
