@@ -426,6 +426,9 @@ def bootstrap_diff_table(
     if policies is None:
         policies = sorted(df["policy"].unique())
     policies = list(policies)
+    twice = next((p for i, p in enumerate(policies) if p in policies[:i]), None)
+    if twice is not None:  # the table is indexed by name: a second row of one name would hide the first
+        raise ValueError(f"bootstrap_diff_table: policies names {twice!r} twice: {policies!r}")
     every = policies + ([baseline] if baseline not in policies else [])
     every, sums, counts, idx = _prepare(df, value, every, n_boot, seed)
     j = every.index(baseline)

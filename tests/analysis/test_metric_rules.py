@@ -438,3 +438,12 @@ def test_a_shift_on_the_same_episodes_is_differenced_unit_by_unit_and_exact():
     assert 121 / 13 - 56 / 13 != 5.0  # the separate means are not exact here (sums 121 and 56 over 13)
     assert m.bootstrap_diff(df, "a", "b", n_boot=300).tolist() == [5.0, 5.0, 5.0]
     assert m.bootstrap_diff_table(df, "b", n_boot=300).loc["a"].tolist() == [5.0, 5.0, 5.0]
+
+
+def test_bootstrap_diff_table_refuses_a_policy_named_twice():
+    """A repeated name once gave the later policy's number under the earlier one's name (issue 43)."""
+    df = paired()
+    with pytest.raises(ValueError, match=r"bootstrap_diff_table: policies names 'a' twice"):
+        m.bootstrap_diff_table(df, "b", policies=["a", "a", "b"], n_boot=50)
+    ok = m.bootstrap_diff_table(df, "b", policies=["a", "b"], n_boot=50)
+    assert list(ok.index) == ["a", "b"] and ok.loc["b", "estimate"] == 0

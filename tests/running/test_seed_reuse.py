@@ -191,3 +191,26 @@ def test_one_package_policy_under_two_labels_keeps_each_label(tmp_path):
         for ref in refs:
             mine = df[df.policy == ref.label]
             assert len(mine) == 24
+
+
+def test_two_stale_read_intensities_in_one_process_equal_each_played_with_nothing_kept():
+    """Profiles that differ only in their stale-read intensity share no draw: played one after the other in
+    one process (every memo shared), each row equals the episode played after every memo was emptied."""
+    from finbench.running.evaluation import COLUMNS, episode_row
+
+    tasks, refs, seeds = TASKS[:24], [as_ref("sop"), as_ref("react")], [0, 1]
+    arms = [fb.FaultProfile.only("stale_read", intensity=0.2), fb.FaultProfile.only("stale_read", intensity=0.9)]
+    fb.clear_caches()
+    shared = [run_chunk(tasks, refs, seeds, arm, fb.Costs(), None, True) for arm in arms]
+    for arm, parts in zip(arms, shared):
+        for ref, cols in zip(refs, parts):
+            got = list(zip(*(cols[c] for c in COLUMNS)))
+            alone = []
+            for task in tasks:
+                for seed in seeds:
+                    fb.clear_caches()
+                    alone.append(episode_row(task, ref, seed, arm, fb.Costs()))
+            assert got == alone, (arm.name, ref.label)
+    fired = [sum(parts[0]["fired_stale_read"]) for parts in shared]
+    assert 0 < fired[0] < fired[1]  # the intensities really differ in what they fire
+    fb.clear_caches()
