@@ -117,25 +117,31 @@ def test_the_walk_sees_a_known_import(module):
     assert {"finbench.sim.rng"} <= targets
 
 
-def test_the_fast_path_names_the_modules_that_hold_the_trusted_policies():
-    """`sim/play.py` may not import `agents` (a lower layer never imports a higher one), so it names the
-    modules whose policies take the fast path as strings, `TRUSTED_MODULES`. The strings and the classes
-    must not drift apart: were the policies moved (or a string mistyped), no built-in policy would take the
-    fast path any more, and nothing else would say so."""
-    import importlib
-
+def test_the_agents_layer_declares_the_fast_path_and_the_engine_names_no_higher_layer():
+    """Trust is declared by the agents layer (`@fast_path` on each class), so `sim/` names no module of a
+    higher layer, not even as a string; every built-in policy and exploit routine is declared, and no plan
+    or reconciler (they take the checked path)."""
     from finbench.agents.exploits import CLASSES as EXPLOITS
     from finbench.agents.policies import POLICIES
-    from finbench.sim.play import TRUSTED_MODULES, trusted
+    from finbench.sim.play import trusted
 
     assert len(POLICIES) == 9 and len(EXPLOITS) == 3
-    assert TRUSTED_MODULES == ("finbench.agents.policies", "finbench.agents.exploits")
-    for module, classes in zip(TRUSTED_MODULES, (POLICIES, EXPLOITS)):
-        assert {cls.__module__ for cls in classes.values()} == {module}
-        assert MODULES[module].name == module.rsplit(".", 1)[1] + ".py" and _layer(module) == "agents"
-        not_fast = [name for name, cls in classes.items() if not trusted(cls())]
-        assert not not_fast, f"built-in policies that would not take the fast path: {not_fast}"
-    assert importlib.import_module(TRUSTED_MODULES[0]).POLICIES is POLICIES
+    not_fast = [name for name, cls in {**POLICIES, **EXPLOITS}.items() if not trusted(cls())]
+    assert not not_fast, f"built-in policies that would not take the fast path: {not_fast}"
+    higher = [f"{p.relative_to(PKG.parent)}: {text!r}" for name, p in MODULES.items() if _layer(name) == "sim"
+              for text in _code_strings(p) if any(f"finbench.{layer}" in text for layer in ORDER[2:])]
+    assert not higher, higher
+    assert _code_strings(MODULES["finbench.sim.play"])  # the check above reads real strings
+
+
+def _code_strings(path: Path) -> list[str]:
+    """The string literals of a module's code (docstrings left out: prose may name any module)."""
+    tree = ast.parse(path.read_text())
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs]
 
 
 def test_experiments_are_loaded_only_through_the_package_registry():

@@ -84,7 +84,7 @@ class Plan(Policy):
     """
 
     name = NAME
-    # not `trusted`: only classes in finbench.agents.policies take the fast path (env.trusted);
+    # not declared `fast_path` (`sim.play.trusted`):
     # a plan makes at most four calls, so the checked path costs it little
 
     def __init__(self, first: int = 0, retry: str = "none", second: int = 0, action: str = "ship"):

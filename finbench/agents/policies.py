@@ -10,6 +10,7 @@ from finbench.errors import PolicyError, check_choice, check_int
 from finbench.sim import constants as C
 from finbench.sim.reference import oracle_plan
 from finbench.sim.rng import generator
+from finbench.sim.play import fast_path
 from finbench.sim.tools import TOOL_NAMES
 
 
@@ -18,10 +19,8 @@ class Policy:
 
     name = "policy"
     privileged = False
-    # Only a built-in class that sets this itself (not inherited, see `env.trusted`)
-    # is played through the fast path: it never mutates an observation and
-    # makes only well-formed calls on the case order.
-    trusted = False
+    # the package's own classes that take the fast path are declared so (`@fast_path`, `sim.play.trusted`):
+    # they never mutate an observation and make only well-formed calls on the case order
     # whether the policy ignores the brief's `seed` (the only part of a brief that moves with it);
     # with `trusted`, lets the runner derive a fault-blind episode's other seeds (`run_chunk`)
     seed_blind = True
@@ -126,11 +125,11 @@ def probe_verdict(obs: dict, track: str) -> str:
 
 # --- 1. random ------------------------------------------------------------------------
 
+@fast_path
 class RandomPolicy(Policy):
     """Each step a uniformly random tool; stream keyed by (unit, seed)."""
 
     name = "random"
-    trusted = True
     seed_blind = False  # its stream is keyed by the seed
 
     def begin(self, brief, resolution=None):
@@ -152,11 +151,11 @@ class RandomPolicy(Policy):
 
 # --- 2. optimistic ---------------------------------------------------------------------
 
+@fast_path
 class Optimistic(Routine):
     """Ships as soon as the ledger shows the clearing entry posted at submission."""
 
     name = "optimistic"
-    trusted = True
 
     def __init__(self, poll_interval: int = 30):
         self.poll_interval = knob(self.name, "poll_interval", poll_interval, 1, C.MAX_WAIT)
@@ -176,11 +175,11 @@ class Optimistic(Routine):
 
 # --- 3. eager ---------------------------------------------------------------------------
 
+@fast_path
 class Eager(Routine):
     """Reads the processor once and commits to what it read."""
 
     name = "eager"
-    trusted = True
 
     def run(self):
         obs = yield self.call("read_processor")
@@ -205,11 +204,11 @@ def system_verdicts(reads: dict[str, dict], value: float) -> tuple[dict[str, str
     return v, double
 
 
+@fast_path
 class MajorityVote(Routine):
     """Reads all four systems each round and follows a 3-of-4 majority."""
 
     name = "majority_vote"
-    trusted = True
 
     def __init__(self, wait: int = 75):
         self.wait_ticks = knob(self.name, "wait", wait, 1, C.MAX_WAIT)
@@ -240,6 +239,7 @@ class MajorityVote(Routine):
 
 # --- 5. SOP -----------------------------------------------------------------------------
 
+@fast_path
 class SOP(Routine):
     """A rule-based procedure: poll the processor; after `patience`, fall back.
 
@@ -250,7 +250,6 @@ class SOP(Routine):
     """
 
     name = "sop"
-    trusted = True
     FALLBACKS = ("bank", "refund")
 
     def __init__(self, poll_interval: int = 30, patience: int = 180, fallback: str = "bank"):
@@ -286,11 +285,11 @@ class SOP(Routine):
 
 # --- 6/7. ReAct and reflection ------------------------------------------------------------
 
+@fast_path
 class ReAct(Routine):
     """Observe-decide over the processor's status, with one fresh-key retry on failure."""
 
     name = "react"
-    trusted = True
     pause = 0  # reflection re-reads after this many ticks before anything irreversible
 
     def __init__(self, wait: int = 30):
@@ -338,11 +337,11 @@ class ReAct(Routine):
             return
 
 
+@fast_path
 class Reflection(ReAct):
     """ReAct that waits and re-reads before anything irreversible (a stale replica agrees)."""
 
     name = "reflection"
-    trusted = True
 
     def __init__(self, wait: int = 30, pause: int = 10):
         super().__init__(wait)
@@ -351,11 +350,11 @@ class Reflection(ReAct):
 
 # --- 8. the finality gate -------------------------------------------------------------------
 
+@fast_path
 class FinalityGate(Routine):
     """Gates every irreversible action on a terminal status from the authoritative probe."""
 
     name = "finality_gate"
-    trusted = True
 
     def __init__(self, wait: int = 25):
         self.wait_ticks = knob(self.name, "wait", wait, 1, C.MAX_WAIT)
@@ -392,6 +391,7 @@ class FinalityGate(Routine):
 
 # --- 9. the privileged reference --------------------------------------------------------
 
+@fast_path
 class FinalityOracle(Policy):
     """The privileged reference: told how and when the pending capture resolves.
 
@@ -402,7 +402,6 @@ class FinalityOracle(Policy):
     """
 
     name = "finality_oracle"
-    trusted = True
     privileged = True
 
     def begin(self, brief, resolution=None):

@@ -14,28 +14,36 @@ from finbench.errors import PolicyError, show
 from finbench.memo import memoised
 from finbench.sim.env import FinalityEnv
 
-TRUSTED_MODULES = ("finbench.agents.policies", "finbench.agents.exploits")
-"""Where the policies that may take the fast path live (see `trusted`): the nine and their kin, and the
-exploit search's routines, written alike (fresh argument dicts, observations only read)."""
+KNOBS = (int, float, str, bool, type(None))
+"""What a trusted policy's own attributes may hold: its knobs, plain values its code reads and never calls."""
+_DECLARED: set = set()
+
+
+def fast_path(cls: type) -> type:
+    """Declare a class of the package's own policies trusted (a class decorator, used by the agents layer on
+    the nine and their kin and on the exploit search's routines): it makes well-formed calls on fresh
+    argument dicts and never mutates an observation, so `play` may drive it through `FinalityEnv._call`.
+    A subclass is not declared by its base's declaration."""
+    _DECLARED.add(cls)
+    return cls
 
 
 def trusted(policy) -> bool:
     """Whether `play` may drive `policy` through the fast path.
 
-    Only the package's own policies qualify: their class itself (not a base
-    class) sets `trusted = True` and lives in one of `TRUSTED_MODULES`. They make
-    well-formed calls and never mutate an observation. A user's policy, even a
-    subclass of a built-in one, always goes through the public `step`.
-    """
-    return _trusted_class(type(policy))
+    Only an instance of a class the package declared (`fast_path`), holding nothing of its own but plain
+    knobs (`KNOBS`): an instance whose `act`, `begin` or `drive` was replaced, or that was given anything
+    else, is played as a user's, through the public `step`, as is any subclass. Ask before `begin` (which
+    gives the policy its case's state)."""
+    if not _trusted_class(type(policy)):
+        return False
+    own = getattr(policy, "__dict__", None)
+    return own is None or all(type(v) in KNOBS for v in own.values())
 
 
 @memoised("sim.play.trusted", keys="a policy's class (asked twice an episode)", bound=256)
 def _trusted_class(cls: type) -> bool:
-    module = cls.__module__
-    # the class must be the one that module defines, not one that only says it lives there
-    return (vars(cls).get("trusted") is True and module in TRUSTED_MODULES
-            and getattr(sys.modules.get(module), cls.__name__, None) is cls)
+    return cls in _DECLARED
 
 
 def play(env: FinalityEnv, policy) -> FinalityEnv:
@@ -46,6 +54,7 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
     argument checks and copies; every other policy goes through `step`.
     """
     brief = env.reset()
+    fast = trusted(policy)  # before `begin`, which gives it its case's state
     if getattr(policy, "privileged", False):
         if not _takes_resolution(policy.begin):
             raise PolicyError(f"policy {policy_name(policy)!r} is privileged (privileged = True), so it is told the "
@@ -54,7 +63,7 @@ def play(env: FinalityEnv, policy) -> FinalityEnv:
     else:
         policy.begin(brief)
     obs = brief
-    if trusted(policy):
+    if fast:
         drive = getattr(policy, "drive", None)
         if drive is not None:  # a routine: it drives itself through the fast path, as the loop below would
             drive(env._call)

@@ -433,3 +433,32 @@ def test_a_class_that_only_names_the_policies_module_is_not_trusted():
     same_name = type("SOP", (Policy,), {"trusted": True, "__module__": "finbench.agents.policies",
                                         "act": lambda self, obs: self.call("close")})
     assert trusted(forged()) is False and trusted(same_name()) is False
+
+
+@pytest.mark.parametrize("name", ["finality_gate", "sop", "optimistic", "react"])
+def test_a_built_in_instance_with_a_method_of_its_own_is_played_as_a_users(name):
+    """`g.act = MethodType(f, g)` on a built-in instance: its own `act` decides, through the checked path; the
+    rows differ from the built-in's (issue 43: they once equalled them in every column)."""
+    from types import MethodType
+
+    def act(self, obs):
+        return "escalate", {"order_id": obs.get("order_id") or self.order}
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    changed = fb.get_policy(name)
+    changed.act = MethodType(act, changed)
+    changed.begin = MethodType(begin, changed)
+    assert not trusted(changed) and trusted(fb.get_policy(name))
+    corpus = fb.make_corpus(n_tasks=9)
+    rows = fb.evaluate(corpus, [changed], seeds=[0], cache=False)
+    assert len(rows) == 9 and set(rows["disposition"]) == {"escalate"} and set(rows["calls"]) == {"escalate"}
+
+
+def test_a_built_in_instance_holding_more_than_knobs_is_not_trusted():
+    gate = fb.get_policy("finality_gate")
+    gate.extra = [1, 2]  # a list: something the package's own code never gave it
+    assert not trusted(gate)
+    knobbed = fb.get_policy("sop", patience=60)
+    assert trusted(knobbed)
