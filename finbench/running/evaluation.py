@@ -21,7 +21,7 @@ from finbench.sim import constants as C
 from finbench.sim.economics import Costs
 from finbench.errors import bad, check_int, warn_caller
 from finbench.sim.env import FinalityEnv
-from finbench.sim.play import batch_mode, play, trusted
+from finbench.sim.play import batch_mode, play, thawed, trusted
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode, check_probe
 from finbench.agents.registry import PolicyRef, policy_label, resolve_policies
@@ -233,7 +233,6 @@ def cap_jobs(n_jobs: int, work: int, where: str = "evaluate", pieces: str = "chu
     return capped
 
 
-# About 65 lines on purpose: the public entry point checks every argument before any work.
 def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None = None,
              costs: Costs | None = None, n_jobs: int = 1, cache: bool | str | Path = True,
              progress: bool = False, probe: ProbeMode | None = None, max_connections: int = 1):
@@ -274,6 +273,12 @@ def evaluate(corpus, policies=None, seeds=range(5), profile: FaultProfile | None
             that are not distinct integers >= 0, a profile, costs, probe mode, `n_jobs` or `cache`
             of the wrong kind). `PolicyError` is a `FinbenchError` too.
     """
+    with thawed():  # whatever the batches froze is handed back to the collector once the rows are made
+        return _evaluate(corpus, policies, seeds, profile, costs, n_jobs, cache, progress, probe, max_connections)
+
+
+# About 65 lines on purpose: the public entry point checks every argument before any work.
+def _evaluate(corpus, policies, seeds, profile, costs, n_jobs, cache, progress, probe, max_connections):
     import pandas as pd
 
     profile, costs, seeds = check_inputs("evaluate", corpus, seeds, profile, costs)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import inspect
-import sys
 from contextlib import contextmanager
 
 from finbench.errors import PolicyError, show
@@ -184,3 +183,16 @@ def batch_mode(cycles: bool = True):
             gc.collect(0)
         gc.freeze()
         gc.enable()
+
+
+@contextmanager
+def thawed():
+    """Hand back to the collector, on the way out, whatever `batch_mode` froze inside (unless something
+    was frozen before): a frozen object is never collected, so a user's reference cycles that become
+    garbage later would be kept for good. `evaluate` runs its batches inside it."""
+    before = gc.get_freeze_count()
+    try:
+        yield
+    finally:
+        if before == 0:
+            gc.unfreeze()

@@ -439,3 +439,42 @@ def test_progress_shows_the_chunks(capsys):
     import re
 
     assert re.search(r"(^|\r)chunks: ", capsys.readouterr().err)
+
+
+class _Cyclic:
+    """A user's policy whose every episode leaves a reference cycle behind (a node that points at itself)."""
+
+    name = "cyclic"
+    made = 0
+
+    def begin(self, brief):
+        node = {"brief": brief}
+        node["self"] = node
+        self.node = node
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        return "escalate", {"order_id": self.order}
+
+
+def test_evaluate_leaves_nothing_frozen_so_a_users_cycles_are_collected():
+    """`batch_mode` freezes what a batch left alive; `evaluate` hands it back to the collector on the way out
+    (issue 43: one small evaluate once left 60,894 objects frozen for good, a user's cycles among them)."""
+    import gc
+    import weakref
+
+    gc.unfreeze()  # what earlier tests' direct `run_chunk` calls froze (a caller's own freeze is left alone)
+    corpus = fb.make_corpus(n_tasks=6)
+    fb.evaluate(corpus, [_Cyclic, "sop"], seeds=[0, 1], cache=False)
+    assert gc.get_freeze_count() == 0
+
+    class Box:
+        pass
+
+    box = Box()  # a cycle made outside, kept alive across an evaluate, then dropped
+    box.me = box
+    gone = weakref.ref(box)
+    fb.evaluate(corpus, ["sop"], seeds=[0], cache=False)
+    del box
+    gc.collect()
+    assert gone() is None and gc.get_freeze_count() == 0
