@@ -11,7 +11,7 @@ import os
 import pytest
 
 import finbench as fb
-from finbench.agents.registry import as_ref
+from finbench.agents.registry import PolicyRef, as_ref
 from finbench.running import derivation as D
 from finbench.running import evaluation as E
 from finbench.sim import constants as C
@@ -478,3 +478,32 @@ def test_evaluate_leaves_nothing_frozen_so_a_users_cycles_are_collected():
     del box
     gc.collect()
     assert gone() is None and gc.get_freeze_count() == 0
+
+
+def test_a_trusted_class_is_derived_across_seeds_only_if_it_says_it_ignores_the_seed():
+    """`seed_blind` is opt-in: a package class that takes the fast path but does not say it ignores the seed
+    is played under every seed, never derived (a new built-in that read the seed would be silently wrong)."""
+    from finbench.agents.policies import Policy
+    from finbench.sim.play import fast_path
+
+    class Unsaid(Policy):  # reads no system (fault-blind) and says nothing of the seed
+        name = "unsaid"
+
+        def act(self, obs):
+            return self.call("close")
+
+    class Said(Unsaid):
+        name = "said"
+        seed_blind = True
+
+    fast_path(Unsaid)
+    fast_path(Said)
+    refs = [PolicyRef("unsaid", Unsaid, cache_id="registry:unsaid", builtin=True),
+            PolicyRef("said", Said, cache_id="registry:said", builtin=True)]
+    fb.clear_caches()
+    parts = E.run_chunk(TASKS[:6], refs, [0, 1, 2], fb.FaultProfile.default(), fb.Costs(), None, True)
+    unsaid, said = _origins(parts)
+    assert set(unsaid) == {"played"} and "derived_seed" in said
+    label = E.COLUMNS.index("policy")
+    assert [r[:label] + r[label + 1:] for r in _rows(parts)[0]] == [r[:label] + r[label + 1:] for r in _rows(parts)[1]]
+    fb.clear_caches()
