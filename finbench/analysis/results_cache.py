@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -51,12 +52,23 @@ __all__ = ["FORMAT", "digest_of", "experiment_tables", "frames", "package_digest
 
 
 def package_digest() -> str:
-    """SHA-256 (16 hex) over the package's source, the paper's claims file and the numeric libraries' versions."""
-    return _package_digest()
+    """SHA-256 (16 hex) over the package's source, the paper's claims file and the numeric libraries' versions.
+
+    Read from disk again whenever a module of the package has been (re)loaded since it was last read
+    (`importlib.reload`, JupyterLab's autoreload): the results are keyed by the code that makes them now."""
+    loaded = [m for name, m in sorted(sys.modules.items()) if name == "finbench" or name.startswith("finbench.")]
+    specs = tuple(getattr(m, "__spec__", None) for m in loaded)
+    _LOADED_SPECS.append(specs)  # kept alive: the key holds their ids, which no other spec may take
+    del _LOADED_SPECS[:-2]
+    return _package_digest(tuple(map(id, specs)))
 
 
-@memoised("analysis.results_cache.package_digest", keys="nothing: the source this process imported", bound=1)
-def _package_digest() -> str:
+_LOADED_SPECS: list = []
+
+
+@memoised("analysis.results_cache.package_digest", keys="the ids of the package's loaded module specs (a reload "
+          "makes a new one)", bound=4)
+def _package_digest(loaded: tuple) -> str:
     return digest_of(Path(__file__).resolve().parents[1], Path(PAPER_CLAIMS))
 
 

@@ -270,3 +270,18 @@ def test_an_experiment_whose_tables_are_not_its_tables_stems_is_refused(tmp_path
     monkeypatch.setattr(ablation, "tables", lambda rows, r: {"table6": pd.DataFrame()})
     with pytest.raises(ValueError, match="not its TABLES"):
         R.experiment_tables(run, ablation)
+
+
+def test_the_digest_follows_a_reloaded_module(monkeypatch):
+    """Edit a module and reload it (as JupyterLab's autoreload does): the results are keyed by the code now,
+    not by the code the process first imported (issue 43: the old table was served)."""
+    import importlib
+
+    import finbench.experiments.ablation as ablation
+    from finbench.analysis import results_cache as R
+
+    first = R.package_digest()
+    monkeypatch.setattr(R, "digest_of", lambda pkg, claims: "as-edited-on-disk")
+    assert R.package_digest() == first  # nothing reloaded: the code in this process is the code it hashed
+    importlib.reload(ablation)
+    assert R.package_digest() == "as-edited-on-disk"
