@@ -39,6 +39,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from finbench.running.columns import COLUMNS, KINDS
 from finbench.errors import warn_caller
 from finbench.sim import constants as C
 from finbench.files import root
@@ -354,4 +355,11 @@ def load_chunk(path: Path, key: str, label: str, task_ids, seeds) -> tuple[dict 
         return None, "rows for other tasks or seeds"
     if any(isinstance(x, float) and math.isnan(x) for x in cols.get("gap", ())):
         return None, "NaN gaps"
+    if list(cols) != list(COLUMNS):  # checked after the digest: a file whose digest was made anew
+        return None, "columns other than this version's, or in another order"
+    if cols["task_id"] != [t for t in task_ids for _ in seeds] or cols["seed"] != list(seeds) * len(task_ids):
+        return None, "rows out of (task, seed) order"
+    wrong = next((c for c in COLUMNS if any(type(v) not in KINDS[c] for v in cols[c])), None)
+    if wrong is not None:
+        return None, f"values of the wrong type in column {wrong!r}"
     return cols, None

@@ -585,9 +585,14 @@ IDS, SEEDS = ["t2", "t1"], [0, 5]
 
 
 def _cols(label="sop", **over):
-    """Columns of a 2-task x 2-seed chunk, rows in (task, seed) order."""
-    cols = {"task_id": ["t2", "t2", "t1", "t1"], "seed": [0, 5, 0, 5], "policy": [label] * 4,
-            "gap": [0.1, -2.5, 1e-300, 3], "cash": [float("inf"), 0.30000000000000004, -0.0, 7.0]}
+    """Every column of a 2-task x 2-seed chunk, rows in (task, seed) order, each value of its column's kind."""
+    from finbench.running.columns import COLUMNS, KINDS
+
+    plain = {float: 0.5, int: 1, bool: True, str: "x"}
+    cols = {c: [plain[KINDS[c][0]]] * 4 for c in COLUMNS}
+    cols.update({"task_id": ["t2", "t2", "t1", "t1"], "seed": [0, 5, 0, 5], "policy": [label] * 4,
+                 "gap": [0.1, -2.5, 1e-300, 3], "cash": [float("inf"), 0.30000000000000004, -0.0, 7.0],
+                 "twin_side": [None, "settle", None, "fail"]})
     cols.update(over)
     return cols
 
@@ -843,12 +848,16 @@ def test_load_chunk_says_why_a_file_is_not_believed(tmp_path, case, why):
     assert K.load_chunk(path, "k", "sop", IDS, SEEDS) == (None, why)
 
 
-def test_a_file_without_a_gap_column_or_with_integer_gaps_is_believed(tmp_path):
+def test_integer_gaps_are_believed_and_a_file_without_a_column_is_not(tmp_path):
     path = tmp_path / "k.json"
-    for cols in (_cols(gap=[0, 1, 2, 3]), {k: v for k, v in _cols().items() if k != "gap"}):
-        body = _body(cols)
-        _write(path, _head(body), body)
-        assert K.load_chunk(path, "k", "sop", IDS, SEEDS) == (cols, None)
+    cols = _cols(gap=[0, 1, 2, 3])
+    body = _body(cols)
+    _write(path, _head(body), body)
+    assert K.load_chunk(path, "k", "sop", IDS, SEEDS) == (cols, None)
+    body = _body({k: v for k, v in _cols().items() if k != "gap"})
+    _write(path, _head(body), body)
+    assert K.load_chunk(path, "k", "sop", IDS, SEEDS) == (None, "columns other than this version's, or in "
+                                                                 "another order")
 
 
 def test_the_header_is_the_first_line_whatever_follows(tmp_path):

@@ -350,3 +350,50 @@ def test_the_calls_column_spells_each_call_as_tool_where_and_arguments():
     df = evaluate(fb.make_corpus(n_tasks=1), [_Script], seeds=[0], cache=False)
     assert df.calls.tolist() == [
         "wait:30;read_bank;wait:7;wait:True;wait;wait;read_ledger@other;wait@other:5;retry_capture:key-9;close"]
+
+
+def _rewrite(path, change) -> None:
+    """Rewrite a cache file's columns with `change` and a digest made anew (as a hand edit would)."""
+    head, body = path.read_bytes().split(b"\n", 1)
+    cols = json.loads(body)
+    change(cols)
+    body = json.dumps(cols, separators=(",", ":")).encode()
+    meta = json.loads(head)
+    meta["sha256"] = K._digest(body)
+    path.write_bytes(json.dumps(meta).encode() + b"\n" + body)
+
+
+def _drop_unit(cols):
+    del cols["unit"]
+
+
+def _gap_as_text(cols):
+    cols["gap"] = [str(g) for g in cols["gap"]]
+
+
+def _rows_swapped(cols):
+    for c in cols:
+        cols[c][0], cols[c][1] = cols[c][1], cols[c][0]
+
+
+def _columns_reordered(cols):
+    moved = cols.pop("task_id")
+    cols["task_id"] = moved
+
+
+@pytest.mark.parametrize("change, why", [
+    (_drop_unit, "columns other than this version's"), (_gap_as_text, "gap ... NaN|wrong type in column 'gap'"),
+    (_rows_swapped, "rows out of"), (_columns_reordered, "columns other than this version's, or in another order"),
+], ids=["a-missing-column", "string-gaps", "reordered-rows", "reordered-columns"])
+def test_a_chunk_with_a_digest_made_anew_but_the_wrong_shape_is_recomputed_with_a_warning(tmp_path, change, why):
+    fresh = evaluate(SMALL, ["sop"], seeds=[0, 1], cache=tmp_path)
+    files = sorted(tmp_path.rglob("*.json"))
+    assert files
+    _rewrite(files[0], change)
+    fb.clear_caches()
+    with pytest.warns(CacheWarning, match="recomputed 1 cached chunk") as caught:
+        again = evaluate(SMALL, ["sop"], seeds=[0, 1], cache=tmp_path)
+    words = str(caught[0].message)
+    assert any(w.strip() in words for w in why.split("|")) or "wrong type" in words or "rows" in words, words
+    assert_same_rows(fresh, again)
+    assert set(again["origin"]) == {"played"}  # the one chunk, played again
