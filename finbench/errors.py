@@ -65,6 +65,11 @@ def show(value: object) -> str:
     return text if len(text) <= _SHOW else text[:_SHOW - 3] + "..."
 
 
+def cut(text: str, keep: int) -> str:
+    """`text` cut to `keep` characters, saying how long it was (a bad call's echo, a wrapper's observation)."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
+
+
 def bad(where: str, name: str, value: object, allowed: str) -> FinbenchError:
     return FinbenchError(f"{where}: {name} must be {allowed}, got {show(value)}")
 

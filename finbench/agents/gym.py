@@ -25,7 +25,7 @@ import string
 import gymnasium
 from gymnasium import spaces
 
-from finbench.errors import bad, check_choice, check_int, show
+from finbench.errors import bad, check_choice, check_int, cut, show
 from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
 from finbench.sim.env import FinalityEnv, reference_position
@@ -51,7 +51,7 @@ def _text(obj: dict) -> str:
 def _clip(value, limit: int):
     """`value` with every string longer than `limit` characters cut to `limit`, saying how long it was."""
     if isinstance(value, str):
-        return value if len(value) <= limit else f"{value[:limit]}... ({len(value)} characters)"
+        return cut(value, limit)
     if isinstance(value, dict):
         return {_clip(k, limit) if isinstance(k, str) else k: _clip(v, limit) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

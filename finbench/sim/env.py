@@ -1,15 +1,14 @@
 """The environment (tools in, JSON out) for one episode, and its result (SPEC §4, §8).
 
-Outside agents call `FinalityEnv.step`, which checks every call and copies every
-observation. The package's own policies are played (`finbench.sim.play.play`)
-through `FinalityEnv._call`, which skips that defensive work and otherwise runs
-the same code: each tool's effect lives in `_case` and `_other` alone.
+Outside agents call `FinalityEnv.step`, which checks every call and copies every observation; the package's
+own policies are played (`sim.play.play`) through `FinalityEnv._call`, which skips that defensive work and
+otherwise runs the same code: each tool's effect lives in `_case` and `_other` alone.
 """
 from __future__ import annotations
 
 import marshal
 
-from finbench.errors import bad, check_int, show
+from finbench.errors import bad, check_int, cut, show
 from finbench.memo import memoised
 from finbench.sim import constants as C
 from finbench.sim.task import Task, check_task
@@ -23,24 +22,21 @@ from finbench.sim.trace import build_trace, episode_inputs
 from finbench.sim.world import World
 
 IRREVERSIBLE = ("ship", "refund", "write_off")
+ECHO = 200  # characters echoed of a bad call's tool name and strings (the error, the record, a row's calls)
 _SYSTEM_OF = {tool: tool[len("read_"):] for tool in READS}
 
 
 class FinalityEnv:
     """One task's episode, played through tool calls: `reset()`, then `step()` until `done`.
 
-    The environment holds one order whose payment is still settling across four
-    systems of record (processor, ledger, ERP, bank). An agent sees the case only
-    through tool calls; each call costs simulated ticks and one call of the
-    budget, and a terminal disposition (`ship`, `refund`, `write_off`,
-    `escalate`, `close`) ends the case. Afterwards `result()` runs the world on
-    to `HORIZON` and prices the agent's position against the privileged
-    reference.
+    One order whose payment is still settling across four systems of record (processor, ledger, ERP,
+    bank). An agent sees the case only through tool calls; each costs simulated ticks and one call of the
+    budget, and a terminal disposition (`ship`, `refund`, `write_off`, `escalate`, `close`) ends the case.
+    Afterwards `result()` runs the world on to `HORIZON` and prices the position against the reference.
 
-    Observations are plain JSON-serialisable dicts (what a language model would
-    see), each a fresh copy: editing one cannot change a later read or another
-    episode. `step` never raises for a bad tool, argument or order id; it answers
-    with an `"error"` and charges the call.
+    Observations are plain JSON dicts (what a language model would see), each a fresh copy: editing one
+    cannot change a later read or another episode. `step` never raises for a bad tool, argument or order
+    id; it answers with an `"error"` (cut to a few hundred characters) and charges the call.
 
     Args:
         task: The task (one order and its hidden canonical log), e.g. from
@@ -244,6 +240,8 @@ class FinalityEnv:
             return self._finish_call(tool, args, t, outcome, body)
         if not isinstance(tool, str):
             tool = show(tool)  # observations are JSON: a tool that is no name is shown as text (and unknown)
+        elif len(tool) > ECHO:  # no tool's name is this long: unknown, and echoed cut short
+            tool = cut(tool, ECHO)
         if self.done:
             return {"t": self.now, "tool": tool, "error": "the case is closed", "done": True}
         err = validate(tool, args)
@@ -255,8 +253,9 @@ class FinalityEnv:
         if err is None and order not in (task.order_id, task.other_order_id):
             err = f"{tool}: unknown order {order!r}"
         # `args` is this call's own dict (`step` packs it afresh, `play` copies it): kept as it is
-        if err is not None:
-            return self._finish_call(tool, args, min(self.now + 1, C.HORIZON), "error", err)
+        if err is not None:  # a bad call: what it echoes is cut short (a valid one keeps its key whole)
+            args = {k: cut(v, ECHO) if v.__class__ is str else v for k, v in args.items()}
+            return self._finish_call(tool, args, min(self.now + 1, C.HORIZON), "error", cut(err, 4 * ECHO))
         t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
         if order == task.other_order_id:
             return self._finish_call(tool, args, t, *self._other(tool, args, t))

@@ -10,6 +10,8 @@ READS = ("read_processor", "read_ledger", "read_erp", "read_bank")
 
 _ORDER = {"order_id": {"type": "string", "description": "The order the call acts on."}}
 
+KEY_LENGTH = 255
+"""The longest idempotency key a capture takes (as payment APIs bound theirs): a longer one is a bad call."""
 TOOLS: dict[str, dict] = {
     **{name: {"description": f"Read the {name[5:]}'s current view of the order. Costs 1 tick.",
               "params": dict(_ORDER)} for name in READS},
@@ -24,7 +26,8 @@ TOOLS: dict[str, dict] = {
         "description": ("Submit a capture under an idempotency key. A key used before (the original is "
                         "key-1) is a no-op that returns that capture's receipt; a new key creates a new "
                         "capture. Costs 1 tick."),
-        "params": {**_ORDER, "idempotency_key": {"type": "string", "description": "The idempotency key."}}},
+        "params": {**_ORDER, "idempotency_key": {"type": "string", "minLength": 1, "maxLength": KEY_LENGTH,
+                                                 "description": "The idempotency key."}}},
     "ship": {"description": (f"Release the goods. Ends the case. Fails after the ship-by deadline "
                              f"(t={C.SHIP_BY}). Costs 1 tick."), "params": dict(_ORDER)},
     "refund": {"description": "Return every amount settled so far and cancel the order. Ends the case.",
@@ -87,6 +90,8 @@ def validate(tool: object, args: dict) -> str | None:
         k = args["idempotency_key"]
         if not isinstance(k, str) or not k:
             return "retry_capture: idempotency_key must be a non-empty string"
+        if len(k) > KEY_LENGTH:
+            return f"retry_capture: idempotency_key must be at most {KEY_LENGTH} characters, got {len(k):,}"
     return None
 
 

@@ -432,3 +432,33 @@ def test_the_world_is_built_for_the_envs_own_seed():
         env = FinalityEnv(TASK, seed, profile)
         env.reset()
         assert env.world.fired() == fired[seed]
+
+
+def test_what_a_bad_call_echoes_is_bounded():
+    """A 10 MB tool name, order id or key is echoed in the observation, the recorded call and the row's
+    `calls` cut to a few hundred characters (issue 43: it once cost 1,992 MB and a 400 MB cell)."""
+    import finbench as fb
+
+    huge = "x" * 10_000_000
+
+    class Shouter:
+        name = "shouter"
+
+        def begin(self, brief):
+            self.order, self.n = brief["order_id"], 0
+
+        def act(self, obs):
+            self.n += 1
+            if self.n == 1:
+                return huge, {"order_id": self.order}
+            if self.n == 2:
+                return "ship", {"order_id": huge}
+            if self.n == 3:
+                return "retry_capture", {"order_id": self.order, "idempotency_key": 7 * huge}
+            return "close", {"order_id": self.order}
+
+    task = fb.make_corpus(n_tasks=9).tasks[0]
+    res = fb.run_episode(task, Shouter, seed=0)
+    rows = fb.evaluate(fb.make_corpus(n_tasks=9), [Shouter], seeds=[0], cache=False)
+    assert rows["calls"].str.len().max() < 2_000 and rows["n_calls"].iloc[0] == 4
+    assert all(len(repr(a)) < 2_000 for a in res.actions)
