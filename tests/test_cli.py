@@ -192,3 +192,19 @@ def test_reproduce_refuses_an_unknown_notebook_before_running_any(capsys):
 
     assert cli.main(["reproduce", "01_headlin"]) == 64
     assert "NAME must be a notebook" in capsys.readouterr().err
+
+
+def test_task_ids_take_whole_twin_pairs_and_refuse_a_half_alone():
+    """`eval --task-ids`: a twin pair's order id gives both halves; a half alone is refused (the card compares
+    whole pairs); the two halves named one by one are a whole pair. (A rule test in the fast tier.)"""
+    import argparse
+
+    from finbench.commands.options import task_ids
+
+    assert task_ids("ord-0014") == ("ord-0014:settle", "ord-0014:fail")
+    assert task_ids("ord-0001, ord-0014:fail,ord-0014:settle") == ("ord-0001", "ord-0014:fail", "ord-0014:settle")
+    for half in ("ord-0014:settle", "ord-0001,ord-0014:fail"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is one half of the twin pair ord-0014"):
+            task_ids(half)
+    with pytest.raises(argparse.ArgumentTypeError, match="has no task 'ord-9999'"):
+        task_ids("ord-9999")

@@ -18,8 +18,6 @@ from tests.rows import assert_same_rows
 from finbench.agents.registry import PolicyRef
 from finbench.memo import MEMOS, clear_caches
 
-pytestmark = pytest.mark.slow  # finbench eval in a subprocess and an executed notebook (make test-fast leaves it out)
-
 N_TASKS, SEEDS = 12, (0, 1)
 
 _ACT = '''
@@ -284,6 +282,7 @@ def test_clear_caches_empties_every_memo():
     assert {name: m.size() for name, m in MEMOS.items() if m.size()} == {}
 
 
+@pytest.mark.slow  # imports every module of the package
 def test_the_architecture_lists_every_memo():
     """docs/ARCHITECTURE.md's table of memos and the register in finbench/memo.py name the same memos."""
     import importlib
@@ -343,6 +342,7 @@ def test_a_cache_folder_that_cannot_be_used_warns_and_the_run_goes_on(how, tmp_p
     _same(got, fb.evaluate(corpus, ["sop"], seeds=[0], cache=False))
 
 
+@pytest.mark.slow  # finbench eval in a subprocess
 def test_eval_of_an_edited_installed_agent_gets_fresh_rows(tmp_path):
     """The issue's reproduction through the command line: an agent installed under site-packages,
     edited between two `finbench eval` runs that share the default episode cache folder."""
