@@ -10,7 +10,8 @@ the ERP and the bank and weighs what they say about the tracked capture:
   payment delivered twice, not a second charge, so it never refunds for them.
   A partial commit is recognised from inside the ledger (the books out of
   balance with the cash leg written): the settlement happened, only its
-  clearing leg is missing.
+  clearing leg is missing. Both are recognised (`evidence`) and change no
+  decision (`decide`): each is one system's settlement evidence, never two.
 - failure evidence for the tracked capture: `failed` at the processor, a
   reversal line for that capture in the ledger, `payment_failed` at the ERP
   (only while the original capture is tracked: the ERP keeps one record per order).
@@ -65,6 +66,20 @@ def evidence(reads: dict[str, dict], value: float, track: str, original: bool) -
     return {"settled": settled, "failed": failed, "duplicate": duplicate, "partial": partial}
 
 
+def decide(ev: dict, confirm: int, at_deadline: bool, original: bool) -> str:
+    """"settled", "failed" or "pending" from the four reads' `evidence`. A partial commit or a duplicate
+    delivery changes nothing here: the ledger's cash leg is already one system's settlement evidence (a
+    partial commit is one system, never two), and the reconciler never refunds, so a payment delivered twice
+    cannot mislead it into a refund. Two systems confirm; at the deadline one settlement signal with nothing
+    against it will do; a replacement capture settles on a tie."""
+    s, f = len(ev["settled"]), len(ev["failed"])
+    if s >= confirm or (at_deadline and s >= 1 and f == 0) or (s >= 1 and s >= f and f >= 1 and not original):
+        return "settled"
+    if f >= confirm and s == 0:
+        return "failed"
+    return "pending"
+
+
 class Reconciler(Routine):
     """Reconciles the four replicas; uses the probe when it has one, and does not need it.
 
@@ -105,16 +120,8 @@ class Reconciler(Routine):
                 for system in C.SYSTEMS:
                     obs = yield self.call(f"read_{system}")
                     reads[system] = obs.get("result") or {}
-                ev = evidence(reads, self.value, track, original)
-                s, f = len(ev["settled"]), len(ev["failed"])
-                at_deadline = self._last_round(probing)
-                if s >= self.confirm or (at_deadline and s >= 1 and f == 0) or (s >= 1 and s >= f and f >= 1
-                                                                              and not original):
-                    verdict = "settled"
-                elif f >= self.confirm and s == 0:
-                    verdict = "failed"
-                else:
-                    verdict = "pending"
+                verdict = decide(evidence(reads, self.value, track, original), self.confirm,
+                                 self._last_round(probing), original)
             if verdict == "settled":
                 yield self.call("ship" if self.now + 1 <= C.SHIP_BY else "escalate")
                 return

@@ -96,7 +96,28 @@ def test_a_replaced_registration_plays_the_new_factory(tmp_path):
         REGISTRY.pop("mine_identity", None)
 
 
+class Private(Patient):
+    """Its knob kept under a private name: a digest that skipped `_` attributes would take 590 for 130."""
+
+    def __init__(self, deadline: int = 590):
+        self._deadline = deadline
+        super().__init__(deadline)
+        self.deadline = 590
+
+
+class Slotted:
+    __slots__ = ("_deadline",)
+    name = "slotted"
+    cache_id = "v1"
+
+    def __init__(self, deadline: int):
+        self._deadline = deadline
+
+
 @pytest.mark.parametrize("a, b, same", [
+    (Private(590), Private(130), False),
+    (Slotted(590), Slotted(130), False),
+    (Slotted(590), Slotted(590), True),
     (Patient, Patient, True),
     (Patient(590), Patient(590), True),
     (Patient(590), Patient(130), False),
@@ -104,7 +125,7 @@ def test_a_replaced_registration_plays_the_new_factory(tmp_path):
     (lambda: Patient(590), lambda: Patient(590), True),
     (lambda: Patient(590), lambda: Patient(130), False),
     (lambda: ShipNow(), lambda: WriteOff(), False),
-], ids=["class", "equal-state", "other-state", "subclass", "same-lambda", "other-constant", "other-global"])
+], ids=["private-attribute", "private-slot", "equal-slot", "class", "equal-state", "other-state", "subclass", "same-lambda", "other-constant", "other-global"])
 def test_identity_follows_content(a, b, same):
     ia, ib = identity(a), identity(b)
     assert ia is not None and ib is not None

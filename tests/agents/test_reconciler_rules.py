@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from finbench.agents.reconciler import Reconciler, evidence
+from finbench.agents.reconciler import Reconciler, decide, evidence
 from finbench.errors import PolicyError
 
 V = 100.0  # the order value of every hand-made case
@@ -385,3 +385,24 @@ def test_while_probing_the_wait_and_the_last_round_count_the_probe():
     # at now = 588 a probing round (12 ticks) no longer fits: 588 + 1 + 12 > 600, so it escalates
     assert Drive(t=583).send({"captures": [cap("submitted")]}, dt=5)[0] == "escalate"
     assert Drive(t=582).send({"captures": [cap("submitted")]}, dt=5)[0] == "wait"  # now 587: it fits
+
+
+def test_a_partial_commit_is_one_system_and_never_ships_alone_before_the_deadline():
+    """A ledger out of balance with its cash leg written (a partial commit) is the ledger's settlement
+    evidence, one system: before the deadline the reconciler waits for a second (issue 43: shipping on it
+    with one confirming system survived every test)."""
+    partial = ev(ledger={"lines": [line("cash", V)], "balanced": False})
+    assert partial["partial"] is True and partial["settled"] == {"ledger"}
+    assert decide(partial, 2, at_deadline=False, original=True) == "pending"
+    assert decide(partial, 2, at_deadline=True, original=True) == "settled"  # one signal, nothing against it
+    two = ev(processor={"captures": [{"id": "cap-1", "status": "settled"}]},
+             ledger={"lines": [line("cash", V)], "balanced": False})
+    assert decide(two, 2, at_deadline=False, original=True) == "settled"
+
+
+def test_a_duplicate_delivery_counts_once_and_decides_nothing_by_itself():
+    twice = ev(ledger={"lines": [line("cash", V), line("cash", V)]})
+    assert twice["duplicate"] is True and decide(twice, 2, at_deadline=False, original=True) == "pending"
+    failed = ev(processor={"captures": [{"id": "cap-1", "status": "failed"}]},
+                erp={"status": "payment_failed"})
+    assert decide(failed, 2, at_deadline=False, original=True) == "failed"
