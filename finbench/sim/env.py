@@ -7,6 +7,7 @@ otherwise runs the same code: each tool's effect lives in `_case` and `_other` a
 from __future__ import annotations
 
 import marshal
+import numbers
 
 from finbench.errors import bad, check_int, cut, show
 from finbench.memo import memoised
@@ -39,8 +40,7 @@ class FinalityEnv:
     id; it answers with an `"error"` (cut to a few hundred characters) and charges the call.
 
     Args:
-        task: The task (one order and its hidden canonical log), e.g. from
-            `make_corpus()`.
+        task: The task (one order and its hidden canonical log), e.g. from `make_corpus()`.
         seed: The fault seed; with `task` and `profile` it fixes every fault draw.
         profile: Which fault families fire and how often (default:
             `FaultProfile.default()`, all six at 0.30).
@@ -54,8 +54,7 @@ class FinalityEnv:
         now (int): The current tick (`HANDOVER` after `reset`).
         done (bool): Whether the case has ended.
         calls_left (int): Calls left in the budget.
-        actions (list): After `reset`, one `(issued_t, tool, args, observation)`
-            per call, in order.
+        actions (list): After `reset`, one `(issued_t, tool, args, observation)` per call, in order.
 
     Example:
         >>> import finbench as fb
@@ -244,6 +243,8 @@ class FinalityEnv:
             tool = cut(tool, ECHO)
         if self.done:
             return {"t": self.now, "tool": tool, "error": "the case is closed", "done": True}
+        if isinstance(t := args.get("ticks"), numbers.Integral) and t.__class__ not in (int, bool):
+            args["ticks"] = int(t)  # numpy's integers play as the integers they are (the card reads them so)
         err = validate(tool, args)
         # a str subclass is the plain string it spells: what it equals or hashes to cannot pick an order or reach a memo
         for name in ("order_id", "idempotency_key") if err is None else ():

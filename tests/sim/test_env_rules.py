@@ -462,3 +462,20 @@ def test_what_a_bad_call_echoes_is_bounded():
     rows = fb.evaluate(fb.make_corpus(n_tasks=9), [Shouter], seeds=[0], cache=False)
     assert rows["calls"].str.len().max() < 2_000 and rows["n_calls"].iloc[0] == 4
     assert all(len(repr(a)) < 2_000 for a in res.actions)
+
+
+def test_an_integral_numpy_scalar_plays_as_the_integer_it_is():
+    """`wait` with `numpy.int64(10)` ticks waits 10 ticks (issue 43: every such wait was rejected while the
+    card counted none invalid); a float or a bool is still refused."""
+    import numpy as np
+
+    import finbench as fb
+
+    task = fb.make_corpus(n_tasks=9).tasks[0]
+    env = fb.FinalityEnv(task, 0)
+    order = env.reset()["order_id"]
+    obs = env.step("wait", order_id=order, ticks=np.int64(10))
+    assert "error" not in obs and obs["result"] == {"waited": 10} and obs["t"] == 130
+    assert type(env.calls()[-1][2]["ticks"]) is int  # recorded as the integer
+    for bad in (np.float64(10.0), True, np.bool_(True)):
+        assert "error" in env.step("wait", order_id=order, ticks=bad)
