@@ -54,6 +54,9 @@ for ``--idle-exit`` seconds (0 when it stopped so, 64 a bad option or a port in 
 ``inspect --model NAME`` runs the package's Inspect task (``finbench/finbench``) and exits 0 when every
 sample was scored, 1 when any was left unscored (each named on stderr), 70 when Inspect could not run.
 
+``verify`` (``make verify``) replays a seeded sample of rows of every origin alone and exits 0 when every
+replay equals its row, 1 naming each difference (`finbench.running.verify`).
+
 ``reproduce [NAME ...]`` (``--paper``: the paper's notebooks only) and ``check`` are
 ``make reproduce`` and ``make check`` (`finbench.pipeline`): the same notebooks, the same files,
 the same exit codes (0 done or every output matches, 1 stale outputs, 64 an unknown notebook).
