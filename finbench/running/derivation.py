@@ -15,7 +15,7 @@ from finbench.running.columns import COLUMNS
 from finbench.sim import constants as C
 from finbench.sim.env import FinalityEnv
 from finbench.sim.faults import FaultProfile
-from finbench.sim.world import World, base_world, replayed_firings
+from finbench.sim.world import reads_signature, replayed_firings, same_reads_firings
 
 __all__ = ["BLIND", "SEEN", "derive_seed", "keep_blind", "keep_reads", "same_reads"]
 
@@ -53,37 +53,21 @@ SEEN: dict = register(
 ablation arm) under which every read returns the same payload derives them."""
 
 
-def _seen(task, seed: int, profile: FaultProfile, captures: tuple, until: tuple,
-          base=None) -> tuple[tuple, World | None]:
-    """What reads up to `until` see of the world under `profile` once the agent has made `captures`
-    ((key, tick) each), and that world (None when it is the profile's base, `base` if given)."""
-    if not captures:  # the base alone
-        base = base_world(task, seed, profile) if base is None else base
-        return base.seen_by(until), None
-    world = World(task, seed, profile)
-    for key, t in captures:
-        world.add_capture(key, t)
-    return world.seen_by(until), world
-
-
 class _Kept:
-    """An ended episode kept for `same_reads`: what decides what its reads saw, and its row. What they saw
-    (`seen`, `lags`) is worked out the first time another profile asks (`signature`): a run of one
-    profile never pays for it. `probe`: the probe mode's key it was played under, and whether it probed."""
+    """An ended episode kept for `same_reads`: what decides what its reads saw (`World.reads_record`) and its
+    row. What they saw is worked out the first time another profile asks (`signature`): a run of one profile
+    never pays for it. `probe`: the probe mode's key it was played under, and whether it probed."""
 
-    __slots__ = ("captures", "until", "reads", "row", "profile", "probe", "probed", "_signature")
+    __slots__ = ("record", "row", "profile", "probe", "probed", "_signature")
 
-    def __init__(self, captures: tuple, until: tuple, reads: tuple, row: tuple, profile: FaultProfile,
-                 probe=None, probed: bool = False):
-        self.captures, self.until, self.reads, self.row, self.profile = captures, until, reads, row, profile
-        self.probe, self.probed = probe, probed
+    def __init__(self, record: tuple, row: tuple, profile: FaultProfile, probe=None, probed: bool = False):
+        self.record, self.row, self.profile, self.probe, self.probed = record, row, profile, probe, probed
         self._signature = None
 
     def signature(self, task, seed: int) -> tuple[tuple, tuple]:
-        """(the lane prefixes its reads saw, its stale lags), as `same_reads` makes them under another profile."""
+        """What its reads saw under its own profile (`sim.world.reads_signature`)."""
         if self._signature is None:
-            seen, _ = _seen(task, seed, self.profile, self.captures, self.until)
-            self._signature = (seen, base_world(task, seed, self.profile).stale_lags(self.reads))
+            self._signature = reads_signature(task, seed, self.profile, self.record)
         return self._signature
 
 
@@ -97,17 +81,11 @@ def same_reads(variants: list, task, seed: int, profile: FaultProfile, probe=Non
     same calls to the same end. Only the faults fired elsewhere differ: the row takes this world's.
     The probe mode (`probe`, its key) answers only the probe: an episode that never probed is the same
     under every mode (the brief does not name it), one that probed only under its own."""
-    base = base_world(task, seed, profile)
     for kept in variants:
         if kept.probed and kept.probe != probe:
             continue
-        seen, lags = kept.signature(task, seed)
-        if base.stale_lags(kept.reads) != lags:
-            continue
-        now, world = _seen(task, seed, profile, kept.captures, kept.until, base)
-        if now == seen:
-            fired = dict(base.counts) if world is None else world.fired()
-            fired["stale_read"] += len(lags)
+        fired = same_reads_firings(task, seed, profile, kept.record, kept.signature(task, seed))
+        if fired is not None:
             row = kept.row
             return (*row[:_FIRED], *(fired[f] for f in C.FAMILIES), *row[_FIRED + len(C.FAMILIES):])
     return None
@@ -115,13 +93,9 @@ def same_reads(variants: list, task, seed: int, profile: FaultProfile, probe=Non
 
 def keep_reads(key: tuple, env: FinalityEnv, row: tuple, probe=None) -> None:
     """Keep an ended episode (played under the probe mode whose key is `probe`) for `same_reads`."""
-    world = env.world
-    until = tuple((s, t) for s, t in world.seen_until.items() if t >= 0)
-    reads = tuple(world.reads[s] for s in C.SYSTEMS)
-    captures = tuple((c.key, c.submitted_at) for c in world.captures[1:])
     if len(SEEN) >= SEEN_SIZE:
         SEEN.clear()
-    SEEN.setdefault(key, []).append(_Kept(captures, until, reads, row, env.profile, probe, env.probe_calls > 0))
+    SEEN.setdefault(key, []).append(_Kept(env.world.reads_record(), row, env.profile, probe, env.probe_calls > 0))
 
 
 

@@ -372,12 +372,56 @@ class World:
     def other_view(self, system: str) -> dict:
         return completed_order_views(self.task.other_order_id, self.task.other_order_value)[system]
 
+    def reads_record(self) -> tuple[tuple, tuple, tuple]:
+        """What decides what this episode's reads saw (`reads_signature`): the agent's captures ((key, tick)
+        each), each read system's last read tick, and the reads per system."""
+        return (tuple((c.key, c.submitted_at) for c in self.captures[1:]),
+                tuple((s, t) for s, t in self.seen_until.items() if t >= 0), tuple(self.reads[s] for s in C.SYSTEMS))
+
     def fired(self) -> dict[str, int]:
         """Firings by family over the whole world (the base's counted once per base)."""
         counts = dict(self._base.counts)
         for fam, _ in self.extra_firings:
             counts[fam] += 1
         return counts
+
+
+# --- what an episode's reads saw, compared across fault profiles (the runner's same-reads derivation) ------
+
+def _reads_seen(task: Task, seed: int, profile: FaultProfile, captures: tuple, until: tuple, base=None):
+    """What reads up to `until` see of the world under `profile` once the agent made `captures` ((key, tick)
+    each), and that world (None when it is the profile's base)."""
+    if not captures:
+        return (base or base_world(task, seed, profile)).seen_by(until), None
+    world = World(task, seed, profile)
+    for key, t in captures:
+        world.add_capture(key, t)
+    return world.seen_by(until), world
+
+
+def reads_signature(task: Task, seed: int, profile: FaultProfile, record: tuple) -> tuple[tuple, tuple]:
+    """What an episode's reads saw under `profile`: the lane prefixes each system held up to its last read,
+    and the stale lags of its reads. `record` is the episode's `World.reads_record()`."""
+    captures, until, reads = record
+    return _reads_seen(task, seed, profile, captures, until)[0], base_world(task, seed, profile).stale_lags(reads)
+
+
+def same_reads_firings(task: Task, seed: int, profile: FaultProfile, record: tuple,
+                       signature: tuple) -> dict[str, int] | None:
+    """The firings by family of (task, seed, `profile`) for an episode whose reads (`record`) had `signature`
+    under another profile, if every read would return the same payload here (each as stale, each system
+    holding the same deliveries up to its last read tick); else None."""
+    captures, until, reads = record
+    seen, lags = signature
+    base = base_world(task, seed, profile)
+    if base.stale_lags(reads) != lags:
+        return None
+    now, world = _reads_seen(task, seed, profile, captures, until, base)
+    if now != seen:
+        return None
+    fired = dict(base.counts) if world is None else world.fired()
+    fired["stale_read"] += len(lags)
+    return fired
 
 
 def replayed_firings(task: Task, seed: int, profile: FaultProfile, captures) -> dict[str, int]:

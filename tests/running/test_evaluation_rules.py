@@ -172,9 +172,10 @@ def test_only_a_sharing_run_keeps_episodes_by_their_reads():
     for (key, seed), variants in D.SEEN.items():
         kept, = variants  # one profile played: one variant
         assert kept._signature is None  # what its reads saw is worked out only when another profile asks
-        assert kept.captures == ()  # sop never retries
+        captures, until, reads = kept.record
+        assert captures == ()  # sop never retries
         assert kept.row == _played(key[0], "sop", seed, fb.FaultProfile.default())
-        assert sum(kept.reads) > 0 and all(t >= 0 for _, t in kept.until)
+        assert sum(reads) > 0 and all(t >= 0 for _, t in until)
         assert kept.profile == fb.FaultProfile.default() and kept.probe is None and not kept.probed
     fb.clear_caches()
 
@@ -184,10 +185,10 @@ def test_an_episode_that_added_a_capture_is_kept_with_its_captures():
     tasks = fb.make_corpus(n_tasks=40).tasks
     E.run_chunk(tasks, [as_ref("react")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
     variants = [v for vs in D.SEEN.values() for v in vs]
-    made = [v for v in variants if v.captures]
+    made = [v for v in variants if v.record[0]]
     assert made and len(made) < len(variants)  # some episodes retried, some did not
     for kept in made:
-        assert all(isinstance(k, str) and k and isinstance(t, int) for k, t in kept.captures)
+        assert all(isinstance(k, str) and k and isinstance(t, int) for k, t in kept.record[0])
     fb.clear_caches()
 
 
