@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from finbench.memo import clear_caches
+from finbench.running.columns import COLUMNS
+from finbench.running.evaluation import episode_row
 from finbench.running.origin import COLUMN
+from finbench.sim.economics import Costs
 
 
 def without_origin(df: pd.DataFrame) -> pd.DataFrame:
@@ -21,3 +25,18 @@ def assert_same_rows(a: pd.DataFrame, b: pd.DataFrame, **kw) -> None:
 def origins(df: pd.DataFrame) -> dict[str, int]:
     """How many rows of each origin."""
     return df[COLUMN].value_counts().sort_index().to_dict()
+
+
+def played_alone(tasks, refs, seeds, profile, probe=None) -> pd.DataFrame:
+    """The same rows, in the same (policy, task, seed) order, each episode played alone after every memo of
+    the process was emptied: an oracle that shares nothing with what it checks (the memos are emptied again
+    at the end, so a test reads its own memos before calling it)."""
+    rows = []
+    for ref in refs:
+        for task in tasks:
+            for seed in seeds:
+                clear_caches()
+                rows.append({**dict(zip(COLUMNS, episode_row(task, ref, seed, profile, Costs(), probe))),
+                             "origin": "played"})
+    clear_caches()
+    return pd.DataFrame(rows)

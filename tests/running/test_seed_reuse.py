@@ -8,7 +8,6 @@ under profiles whose draws differ.
 """
 from __future__ import annotations
 
-import dataclasses
 
 import pandas as pd
 import pytest
@@ -21,7 +20,7 @@ from finbench.sim.env import FinalityEnv
 from finbench.sim.play import play
 from finbench.sim import constants as C
 from finbench.sim.probe import ProbeMode
-from tests.rows import assert_same_rows, origins
+from tests.rows import assert_same_rows, played_alone
 
 TASKS = fb.make_corpus(n_tasks=45).tasks
 SEEDS = [0, 3, 1, 4]
@@ -33,30 +32,12 @@ def _frame(tasks, refs, seeds, profile, probe=None) -> pd.DataFrame:
     return pd.concat([pd.DataFrame(cols) for cols in parts], ignore_index=True)
 
 
-def _one_seed_at_a_time(tasks, refs, seeds, profile, probe=None) -> pd.DataFrame:
-    """The same rows, in the same (policy, task, seed) order, each episode played alone after every memo of
-    the process was emptied: an oracle that shares nothing with what it checks (the memos are emptied again
-    at the end, so a test reads its own memos before calling it)."""
-    from finbench.running.columns import COLUMNS
-    from finbench.running.evaluation import episode_row
-
-    rows = []
-    for ref in refs:
-        for task in tasks:
-            for seed in seeds:
-                fb.clear_caches()
-                rows.append({**dict(zip(COLUMNS, episode_row(task, ref, seed, profile, fb.Costs(), probe))),
-                             "origin": "played"})
-    fb.clear_caches()
-    return pd.DataFrame(rows)
-
-
 @pytest.mark.parametrize("profile", [fb.FaultProfile.default(), fb.FaultProfile.only("duplicate", "reorder",
                                                                                      intensity=0.9)],
                          ids=["default", "duplicate+reorder"])
 def test_derived_seeds_equal_simulated_ones(profile):
     together = _frame(TASKS, REFS, SEEDS, profile)
-    assert_same_rows(together, _one_seed_at_a_time(TASKS, REFS, SEEDS, profile))
+    assert_same_rows(together, played_alone(TASKS, REFS, SEEDS, profile))
     # the derivation is exercised: the gate and the oracle are fault-blind, and firings do move
     gate = together[together.policy == "finality_gate"]
     assert len(gate) == len(TASKS) * len(SEEDS)
@@ -71,7 +52,7 @@ def test_a_probe_that_is_not_the_truth_is_never_derived(probe, share):
     refs = [as_ref("finality_gate")]
     parts = run_chunk(TASKS[:20], refs, SEEDS, fb.FaultProfile.default(), fb.Costs(), probe, share)
     got = pd.concat([pd.DataFrame(cols) for cols in parts], ignore_index=True)
-    assert_same_rows(got, _one_seed_at_a_time(TASKS[:20], refs, SEEDS, fb.FaultProfile.default(), probe))
+    assert_same_rows(got, played_alone(TASKS[:20], refs, SEEDS, fb.FaultProfile.default(), probe))
     assert "derived_seed" not in set(got["origin"])  # only an episode that never probed is shared, by its reads
 
 
@@ -104,7 +85,7 @@ def test_a_policy_that_reads_the_seed_is_played_under_every_seed():
     assert env.fault_blind
     refs = [as_ref(SeedWaitGate)]
     pd.testing.assert_frame_equal(_frame(TASKS[:20], refs, SEEDS, fb.FaultProfile.default()),
-                                  _one_seed_at_a_time(TASKS[:20], refs, SEEDS, fb.FaultProfile.default()))
+                                  played_alone(TASKS[:20], refs, SEEDS, fb.FaultProfile.default()))
 
 
 # --- across fault profiles: the ablation's arms ------------------------------------------------------------------
@@ -137,7 +118,7 @@ def test_derived_across_profiles_equal_played_ones(monkeypatch):
     during = list(played)
     assert D.SEEN  # read before the oracle below empties every memo
     for arm in ARMS:
-        alone = _one_seed_at_a_time(tasks, REFS, seeds, arm)
+        alone = played_alone(tasks, REFS, seeds, arm)
         assert_same_rows(shared[arm.name], alone)
     # the firings do move between arms for a derived policy
     gate = pd.concat([f[f.policy == "finality_gate"] for f in shared.values()])
@@ -151,7 +132,6 @@ def test_derived_across_profiles_equal_played_ones(monkeypatch):
 def test_same_world_derivation_compares_each_read_s_stale_lag(monkeypatch):
     """Stale reads change nothing a base holds: an arm with and one without them give one base signature,
     and an episode is derived only where its every read would be stale (or fresh) alike."""
-    from finbench.running import derivation as D
     from finbench.running import evaluation as E
 
     fb.clear_caches()
@@ -169,12 +149,11 @@ def test_same_world_derivation_compares_each_read_s_stale_lag(monkeypatch):
     assert (shared[1]["origin"] == "derived_reads").sum() == n - played.count(on.name)  # each row says which
     assert shared[1].fired_stale_read.gt(0).any()
     for arm, frame in zip((off, on), shared):
-        assert_same_rows(frame, _one_seed_at_a_time(tasks, refs, seeds, arm))
+        assert_same_rows(frame, played_alone(tasks, refs, seeds, arm))
 
 
 def test_a_run_that_caches_nothing_keeps_no_episode_in_the_memo():
     from finbench.running import derivation as D
-    from finbench.running import evaluation as E
 
     fb.clear_caches()
     corpus = fb.make_corpus(n_tasks=30)
