@@ -22,13 +22,13 @@ is all that pricing needs (`finbench.running.reprice`). `calls` is the episode's
 sequence, one `tool[@other][:args]` a call, ';'-joined: two episodes decided
 alike exactly when their `calls` are equal (the ablation compares them)."""
 
-_FLOAT = ("position", "reference_position", "gap", "cash", "cogs", "liability", "dispute_fee", "escalation", "unrelated")
+MONEY = ("position", "reference_position", "gap", "cash", "cogs", "liability", "dispute_fee", "escalation", "unrelated")
 _BOOL = ("privileged", "exact", "premature_irreversible")
 _INT = ("seed", "n_calls", "end_t", "probe_calls", "wait_calls", "unrelated_effects", "capture_effects",
         *(f"fired_{f}" for f in C.FAMILIES))
-KINDS = {c: (float, int) if c in _FLOAT else (bool,) if c in _BOOL else (int,) if c in _INT
+KINDS = {c: (float, int) if c in MONEY else (bool,) if c in _BOOL else (int,) if c in _INT
          else (str, type(None)) if c == "twin_side" else (str,) for c in COLUMNS}
 """The Python types each column's values may have (exactly: a bool is not an int here), as rows are made
 and as the episode cache holds them; a cached chunk with any other is recomputed."""
 
-__all__ += ["KINDS"]
+__all__ += ["KINDS", "MONEY"]

@@ -16,7 +16,7 @@ import pandas as pd
 
 from finbench.memo import clear_caches
 from finbench.running import origin as O
-from finbench.running.columns import COLUMNS
+from finbench.running.columns import COLUMNS, MONEY
 from finbench.running.evaluation import episode_row
 from finbench.running.run import Run
 from finbench.sim.economics import Costs
@@ -27,8 +27,6 @@ __all__ = ["PRICE_TOLERANCE", "verify"]
 
 PRICE_TOLERANCE = 1e-9
 """Re-priced money is computed in another order than played money: it may differ in the last bits (dollars)."""
-_MONEY = ("position", "reference_position", "gap", "cash", "cogs", "liability", "dispute_fee", "escalation",
-          "unrelated")
 
 
 def _missing(value) -> bool:
@@ -38,7 +36,7 @@ def _missing(value) -> bool:
 def _differs(origin: str, column: str, got, want) -> bool:
     if _missing(got) or _missing(want):  # a frame holds a missing value as NaN or None, a row tuple as None
         return not (_missing(got) and _missing(want))
-    if origin == O.REPRICED and column in _MONEY:
+    if origin == O.REPRICED and column in MONEY:
         return not abs(float(got) - float(want)) <= PRICE_TOLERANCE
     return got != want or type(got) is not type(want) and not (isinstance(got, (int, float)) and
                                                                  isinstance(want, (int, float)))
@@ -86,11 +84,7 @@ def _plain(value):
     """A frame's cell as the Python value a row tuple holds (numpy scalars made plain, pandas' NA None)."""
     if value is None or value is pd.NA:
         return None
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return value
-    return value
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def notebook_runs(n_tasks: int = 321, seeds=range(5)) -> list[tuple[str, object]]:
