@@ -134,9 +134,8 @@ class ReportCard:
                        f"{f['episodes_with_invalid']:,} of {f['episodes']:,} episodes; each was answered with an "
                        f"error and still cost a call of the budget and a tick. Most frequent: {top}.")
         if f["warn_other_order"]:
-            out.append(f"Calls naming another order than the case's: {f['other_order']:,} of {f['calls']:,} "
-                       f"({f['other_order_pct']:.1f}%): the customer's other order, or an id that is no order "
-                       "(an error); the rows do not say which.")
+            out.append(f"Calls on the customer's other, completed order: {f['other_order']:,} of {f['calls']:,} "
+                       f"({f['other_order_pct']:.1f}%); acting on it is an unrelated-state violation.")
         return out
 
     def markdown(self) -> str:
@@ -217,12 +216,11 @@ class ReportCard:
         f = self.facts["invalid_calls"]
         out = [f"{f['invalid']:,} of its {f['calls']:,} calls ({f['invalid_pct']:.1f}%) were invalid, in "
                f"{f['episodes_with_invalid']:,} of {f['episodes']:,} episodes; {f['other_order']:,} "
-               f"({f['other_order_pct']:.1f}%) named another order than the case's (the customer's other order "
-               "or an id that is no order: the rows do not say which). Counted from the rows' `calls` "
-               "(docs/card.md says what that rendering cannot tell apart)."]
+               f"({f['other_order_pct']:.1f}%) were on the customer's other, completed order. Counted by the "
+               "environment as it answered them (docs/card.md)."]
         if f["messages"]:
-            out += ["", pd.DataFrame([{"message": _md(m["message"]) + ("" if m["exact"] else " (paraphrased)"),
-                                       "calls": m["count"], "% of calls": m["pct_of_calls"]} for m in f["messages"]])
+            out += ["", pd.DataFrame([{"message": _md(m["message"]), "calls": m["count"],
+                                       "% of calls": m["pct_of_calls"]} for m in f["messages"]])
                     .to_markdown(index=False, floatfmt=".1f")]
         return out
 

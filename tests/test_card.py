@@ -1,4 +1,4 @@
-"""The report card worth showing (issue 30, point 3): report.md and card.json (schema finbench-card/1) hold the
+"""The report card worth showing (issue 30, point 3): report.md and card.json (schema finbench-card/2) hold the
 invalid calls (at the top when above 5%), how cases ended and the escalation fees, calls and ticks, the gap by
 archetype beside the gate's, exactly_one_effect split, pass^k for every k, the worst twin pair against the gate,
 the episodes it loses most against the gate with the command that draws each, where its rows came from and
@@ -110,6 +110,24 @@ class Sleeper(Base):
     def step(self, obs):
         return "wait", {"order_id": self.order, "ticks": 600}
 
+class NumpyWait(Base):
+    """Waits with numpy's integers, as an agent computing its waits with numpy would."""
+    name = "numpy_wait"
+    def step(self, obs):
+        import numpy
+        return ("wait", {"order_id": self.order, "ticks": numpy.int64(10)}) if self.n < 6 else ("ship", {"order_id": self.order})
+
+class KeyClose(Base):
+    """Retries under a key holding the rendering's separators until the budget runs out."""
+    name = "key_close"
+    def step(self, obs):
+        return "retry_capture", {"order_id": self.order, "idempotency_key": "x;bogus_tool;other@o:1,2;close"}
+
+class ToolSemicolon(Base):
+    name = "tool_semicolon"
+    def step(self, obs):
+        return ("read_erp;ship", {"order_id": self.order}) if self.n < 3 else ("close", {"order_id": self.order})
+
 class Declared(Patient):
     name = "declared"
     cache_id = "v1"
@@ -160,60 +178,57 @@ def _card(out: Path) -> dict:
 # --- invalid calls ------------------------------------------------------------------------------------------------
 
 def _replayed(agent, corpus, seeds):
-    """From replays (run_episode's observations): per message (ticks elided) the calls on the case's order
-    answered with an error, the episodes holding one, and the calls that named another order."""
+    """From replays (run_episode's observations): per message (ticks elided) the calls answered with an error,
+    the episodes holding one, and the valid calls on the customer's other order."""
     errors, episodes, other = Counter(), 0, 0
     for task in corpus.tasks:
         for seed in seeds:
             before = sum(errors.values())
             for _, tool, args, obs in fb.run_episode(task, agent(), seed).actions:
-                other += args.get("order_id") != task.order_id
-                if "error" in obs and args.get("order_id") == task.order_id:
+                other += "error" not in obs and args.get("order_id") == task.other_order_id
+                if "error" in obs:
                     errors[re.sub(r"at t=\d+", "at t=…", obs["error"])] += 1
             episodes += sum(errors.values()) > before
     return errors, episodes, other
 
 
 @pytest.mark.parametrize("name", ["ShipIt", "Patient", "WaitZero", "NoTicks", "LateShip", "ExtraArg", "FloatWait",
-                                  "Mixed", "WrongOrder", "OtherOrder"])
-def test_invalid_calls_counted_from_the_rows_match_replays(name):
+                                  "Mixed", "WrongOrder", "OtherOrder", "NumpyWait", "KeyClose", "ToolSemicolon"])
+def test_invalid_calls_in_the_rows_match_replays(name):
     corpus, agent = fb.make_corpus(n_tasks=12), NS[name]
     rows = fb.evaluate(corpus, [agent], seeds=range(2), cache=False)
     f = T.invalid_calls(rows)
     errors, episodes, other = _replayed(agent, corpus, range(2))
-    assert f["calls"] == rows["n_calls"].sum() and f["unparsed_episodes"] == 0
+    assert f["calls"] == rows["n_calls"].sum()
     assert f["invalid"] == sum(errors.values()), (f["messages"], errors)
     assert f["episodes_with_invalid"] == episodes and f["other_order"] == other
-    for m in f["messages"]:
-        if m["exact"]:
-            assert errors[m["message"]] == m["count"], (m, errors)
-        else:  # paraphrased: the environment's message names what the rows do not keep
-            assert sum(n for e, n in errors.items() if e.split(":")[0] == m["message"].split(":")[0]) == m["count"]
+    assert f["distinct_messages"] == len(errors)
+    assert [(m["message"], m["count"]) for m in f["messages"]] == errors.most_common(T.TOP_MESSAGES)
     assert f["warn"] == (100 * sum(errors.values()) / rows["n_calls"].sum() > 5)
     assert f["warn_other_order"] == (100 * other / rows["n_calls"].sum() > 5)
 
 
-@pytest.mark.parametrize("token, ended, kind, message", [
-    ("read_bank", False, "valid", None),
-    ("ship", True, "valid", None),
-    ("ship", False, "invalid", "ship failed at t=…: past the ship-by deadline (t=600); the customer cancelled"),
-    ("wait:30", False, "valid", None),
-    ("wait:601", False, "invalid", "wait: ticks must be an integer in 1..600, got 601"),
-    ("wait", False, "invalid", "wait: missing argument(s) ticks"),
-    ("retry_capture", False, "invalid", "retry_capture: missing argument(s) idempotency_key"),
-    ("retry_capture:key-2", False, "valid", None),
-    ("read_ledger:1,2", False, "invalid", "read_ledger: unexpected argument(s); takes order_id"),
-    ("ship_it", False, "invalid", "unknown tool 'ship_it'; tools: read_processor, read_ledger, read_erp, "
-                                  "read_bank, probe_processor, wait, retry_capture, ship, refund, write_off, "
-                                  "escalate, close"),
-    ("ship_it@other:x", False, "invalid", None),
-    ("read_erp@other", False, "other", None),
-])
-def test_each_rendering_of_a_call(token, ended, kind, message):
-    got = T.call_error(token, ended)
-    assert got[0] == kind
-    if message is not None:
-        assert got[1] == message
+def test_numpy_integers_play_as_integers_in_the_environment_and_the_card():
+    """`wait(ticks=numpy.int64(10))` is the valid wait it spells, to the environment and so to the card."""
+    corpus = fb.make_corpus(n_tasks=12)
+    rows = fb.evaluate(corpus, [NS["NumpyWait"]], seeds=[0], cache=False)
+    waits = int(rows["wait_calls"].sum())
+    assert waits > 0 and (rows["invalid_calls"] == 0).all() and T.invalid_calls(rows)["invalid"] == 0
+    assert rows["calls"].str.contains("wait:10").all()
+    assert rows["end_t"].min() > C.HANDOVER + 10  # the waits moved the clock
+
+
+def test_separators_inside_a_value_neither_split_a_call_nor_end_the_case():
+    """A retry key holding `;` and ending in `close` is one valid call: no tool `bogus_tool`, no call on another
+    order, and a case the budget closed is the budget's, not the agent's `close`."""
+    corpus = fb.make_corpus(n_tasks=12)
+    rows = fb.evaluate(corpus, [NS["KeyClose"]], seeds=[0], cache=False)
+    f = T.invalid_calls(rows)
+    assert (f["invalid"], f["other_order"], f["messages"]) == (0, 0, [])
+    parts = [c.split(";") for c in rows["calls"]]
+    assert parts and all(len(p) == n for p, n in zip(parts, rows["n_calls"]))
+    ends = T.dispositions(rows, fb.Costs().step_budget)
+    assert ends["budget"]["episodes"] == len(rows) and ends["close"]["episodes"] == 0
 
 
 def test_an_agent_whose_every_call_is_invalid_says_so_first(ship_it):
@@ -228,10 +243,10 @@ def test_an_agent_whose_every_call_is_invalid_says_so_first(ship_it):
     assert "unknown tool 'ship_it'" in report[2]
     assert printed.splitlines()[0].startswith(f"WARNING: Invalid calls: {calls:,} of its {calls:,} calls (100.0%)")
     card = _card(out)
-    assert card["schema"] == "finbench-card/1"
+    assert card["schema"] == "finbench-card/2"
     inv = card["invalid_calls"]
     assert (inv["invalid"], inv["calls"], inv["invalid_pct"], inv["warn"]) == (calls, calls, 100.0, True)
-    assert inv["messages"] == [{"message": one, "count": calls, "pct_of_calls": 100.0, "exact": True}]
+    assert inv["messages"] == [{"message": one, "count": calls, "pct_of_calls": 100.0}]
     assert card["warnings"] and card["warnings"][0].startswith("Invalid calls:")
     assert card["dispositions"]["agent"]["budget"]["episodes"] == len(rows)  # every case closed by the budget
 
@@ -439,7 +454,7 @@ def test_card_json_is_documented_field_by_field(ship_it):
     out, _ = ship_it
     card = _card(out)
     doc = (ROOT / "docs" / "card.md").read_text()
-    assert f"schema `{T.SCHEMA}`" in doc and card["schema"] == T.SCHEMA == "finbench-card/1"
+    assert f"schema `{T.SCHEMA}`" in doc and card["schema"] == T.SCHEMA == "finbench-card/2"
     table = doc.split(f"## card.json, schema `{T.SCHEMA}`")[1].split("\n### ")[0]
     documented = re.findall(r"^\| `(\w+)` \|", table, flags=re.M)
     assert documented == list(card)

@@ -4,13 +4,9 @@
     invalid_calls(rows[rows.policy == agent])
 
 Every number here is read from the rows `evaluate` returns (no episode is played again), so it costs a
-pass over the agent's rows. The invalid calls are counted from the `calls` column, which renders each call
-as `tool[@other][:values]` (`running.evaluation`): a call is invalid when `tool` is no tool, when its
-arguments are not the tool's (`sim.tools.validate`), or when a `ship` came after the deadline (a bare `ship`
-that did not end the case). What the rendering hides is stated in `docs/card.md` ("Invalid calls"): a call
-naming another order than the case's is counted apart (`other_order`), since the rows do not say whether the
-id was the customer's other order (a valid call) or no order at all. The experiments' own tables (Table II,
-III, IV, the effect-check split) are borrowed by `finbench.card`, which may import the experiment layer.
+pass over the agent's rows. The invalid calls are what the environment counted while it played (the rows'
+`invalid_calls`, `other_order_calls` and `call_errors`): nothing is re-read from the rendered `calls`. The
+experiments' own tables (Table II, III, IV, the effect-check split) are borrowed by `finbench.card`, which may import the experiment layer.
 """
 from __future__ import annotations
 
@@ -31,86 +27,46 @@ from finbench.grading import CHECKS
 from finbench.sim import constants as C
 from finbench.sim.corpus import corpus_for
 from finbench.sim.economics import Costs
-from finbench.sim.tools import TOOL_NAMES, TOOLS, validate
 
-__all__ = ["INVALID_WARN_PCT", "OUTCOMES", "SCHEMA", "call_error", "card_facts", "card_json", "checks_table",
+__all__ = ["INVALID_WARN_PCT", "OUTCOMES", "SCHEMA", "card_facts", "card_json", "checks_table",
            "commit", "corpus_expr", "dispositions", "draw_command", "examples", "invalid_calls", "outcome_of", "pass_k",
            "usage", "worst_pair"]
 
-SCHEMA = "finbench-card/1"
+SCHEMA = "finbench-card/2"
 """card.json's schema (docs/card.md); bumped whenever a field changes meaning or goes away."""
 INVALID_WARN_PCT = 5.0
 """Above this share of an agent's calls, invalid calls (and calls naming another order) head the card."""
 OUTCOMES = ("ship", "refund", "write_off", "escalate", "close", "budget", "horizon")
 """How a case ended: the agent's five dispositions, or closed by the call budget or the horizon."""
 TOP_MESSAGES = 5
-_ORDER = "ord-?"  # any case order: the classification reads only whether a call named the case's order
-_INT = re.compile(r"-?\d+")
+_TICK = re.compile(r"at t=\d+")
 
 
 # --- invalid calls ---------------------------------------------------------------------------------------------
 
-def call_error(token: str, ended_case: bool) -> tuple[str, str | None, bool]:
-    """One call of the `calls` column: ('valid' | 'invalid' | 'other', the error message, whether the message
-    is the environment's own, ticks elided). `ended_case`: the call is the episode's last and the case ended
-    with its disposition (a `ship` that did not end it came after the deadline)."""
-    head, colon, values = token.partition(":")
-    other = head.endswith("@other")
-    tool = head[:-len("@other")] if other else head
-    if tool not in TOOL_NAMES:  # whatever the arguments: the environment names the tool
-        return "invalid", validate(tool, {"order_id": _ORDER}), True
-    if other:
-        return "other", None, False
-    if not colon:  # exactly {order_id: the case's}
-        err = validate(tool, {"order_id": _ORDER})
-        if err is None and tool == "ship" and not ended_case:
-            return "invalid", (f"ship failed at t=…: past the ship-by deadline (t={C.SHIP_BY}); the customer "
-                               "cancelled"), True
-        return ("invalid", err, True) if err else ("valid", None, True)
-    if tool == "wait" and _INT.fullmatch(values) and str(int(values)) == values:  # integer ticks (or their digits)
-        err = validate("wait", {"order_id": _ORDER, "ticks": int(values)})
-        return ("invalid", err, True) if err else ("valid", None, True)
-    if tool == "wait":
-        return "invalid", f"wait: ticks must be an integer in 1..{C.MAX_WAIT} (or an argument it does not take)", False
-    if tool == "retry_capture" and "," not in values:
-        return "valid", None, True  # {order_id, idempotency_key}: a key that is not empty
-    return "invalid", f"{tool}: unexpected argument(s); takes {', '.join(TOOLS[tool]['params'])}", False
-
-
 def invalid_calls(own: pd.DataFrame) -> dict:
-    """The agent's invalid calls over its rows (`calls`, `n_calls`, `disposition`): counts, shares, and the
-    most frequent messages (most first, then first seen)."""
+    """The agent's invalid calls over its rows, as the environment counted them while it played (the columns
+    `invalid_calls`, `other_order_calls`, `call_errors`, `n_calls`): counts, shares, and the most frequent
+    messages (most first, then first answered), the tick of a late `ship` elided."""
     messages: Counter = Counter()
-    exact: dict[str, bool] = {}
-    invalid = other = episodes_hit = mismatched = 0
-    for calls, n, disposition in zip(own["calls"], own["n_calls"], own["disposition"]):
-        parts = calls.split(";") if calls else []
-        mismatched += len(parts) != int(n)
-        hit = 0
-        for i, token in enumerate(parts):
-            last = i == len(parts) - 1
-            kind, message, sure = call_error(token, last and token == disposition)  # a bare disposition
-            if kind == "invalid":
-                hit += 1
-                messages[message] += 1
-                exact.setdefault(message, sure)
-            other += kind == "other"
-        invalid += hit
-        episodes_hit += hit > 0
+    for errors in own["call_errors"]:
+        for message, n in (json.loads(errors).items() if errors else ()):
+            messages[_TICK.sub("at t=…", message)] += n
+    invalid, other = int(own["invalid_calls"].sum()), int(own["other_order_calls"].sum())
     total = int(own["n_calls"].sum())
     pct = 100 * invalid / total if total else 0.0
     other_pct = 100 * other / total if total else 0.0
     return {
         "calls": total, "invalid": invalid, "invalid_pct": pct, "episodes": len(own),
-        "episodes_with_invalid": episodes_hit,
+        "episodes_with_invalid": int((own["invalid_calls"] > 0).sum()),
         "other_order": other, "other_order_pct": other_pct,
         "warn": pct > INVALID_WARN_PCT, "warn_other_order": other_pct > INVALID_WARN_PCT,
         "threshold_pct": INVALID_WARN_PCT,
-        "messages": [{"message": m, "count": c, "pct_of_calls": 100 * c / total, "exact": exact[m]}
+        "messages": [{"message": m, "count": c, "pct_of_calls": 100 * c / total}
                      for m, c in messages.most_common(TOP_MESSAGES)],
         "distinct_messages": len(messages),
-        "unparsed_episodes": mismatched,
-        "method": "counted from the rows' calls column against the tools and their arguments (docs/card.md)",
+        "method": "counted by the environment while it played (the rows' invalid_calls, other_order_calls and "
+                  "call_errors; docs/card.md)",
     }
 
 

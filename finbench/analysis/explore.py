@@ -218,7 +218,7 @@ ROW_COLUMNS = ("task_id", "archetype", "policy", "seed", "gap", "disposition", "
 
 _ROWS = "a DataFrame or the path of a rows.csv file (episode rows: evaluate's, or a report card's)"
 _TEXT = ("task_id", "archetype", "unit", "twin_side", "policy", "disposition", "verdict", "retry_at", "calls",
-         *(f"check_{c}" for c in CHECKS))
+         "call_errors", *(f"check_{c}" for c in CHECKS))
 
 
 def read_rows(rows: Any, where: str = "read_rows") -> pd.DataFrame:

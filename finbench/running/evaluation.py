@@ -71,6 +71,7 @@ def _row(env: FinalityEnv, label: str) -> tuple:
         *(fired[f] for f in C.FAMILIES),
         ";".join(str(c.submitted_at) for c in world.captures[1:]),
         _calls(env.calls(), task.order_id),
+        sum(env.errors.values()), env.other_order_calls, json.dumps(env.errors) if env.errors else "",
         *graded,
     )
 
@@ -122,10 +123,19 @@ def _calls(actions, order_id: str) -> str:
             if n == 2 and tool == "wait" and args.get("ticks").__class__ is int:
                 add("wait:" + str(args["ticks"]))
                 continue
-        extra = ",".join(str(v) for k, v in args.items() if k != "order_id")
+        extra = ",".join(_plain(str(v)) for k, v in args.items() if k != "order_id")
         where = "" if args.get("order_id") == order_id else "@other"
+        tool = _plain(tool)
         add(f"{tool}{where}:{extra}" if extra else tool + where)
     return ";".join(out)
+
+
+_SEPARATORS = str.maketrans({c: f"%{ord(c):02X}" for c in "%;,:@"})
+
+
+def _plain(text: str) -> str:
+    """`text` with the rendering's separators written as `%XX`: a key holding `;` is one call, not two."""
+    return text.translate(_SEPARATORS) if any(c in text for c in "%;,:@") else text
 
 
 def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: ProbeMode | None = None,

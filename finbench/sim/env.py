@@ -42,19 +42,19 @@ class FinalityEnv:
     Args:
         task: The task (one order and its hidden canonical log), e.g. from `make_corpus()`.
         seed: The fault seed; with `task` and `profile` it fixes every fault draw.
-        profile: Which fault families fire and how often (default:
-            `FaultProfile.default()`, all six at 0.30).
+        profile: Which fault families fire and how often (default: `FaultProfile.default()`, all six at 0.30).
         costs: Tool ticks, the call budget and the economics (default: `Costs()`).
-        double_effect: A logger self-test only: a replayed idempotency key
-            silently charges again.
-        probe: What `probe_processor` answers (default: `ProbeMode.full()`,
-            SPEC §4's probe); see `finbench.sim.probe` for the other arms.
+        double_effect: A logger self-test only: a replayed idempotency key silently charges again.
+        probe: What `probe_processor` answers (default: `ProbeMode.full()`, SPEC §4's probe); see
+            `finbench.sim.probe` for the other arms.
 
     Attributes:
         now (int): The current tick (`HANDOVER` after `reset`).
         done (bool): Whether the case has ended.
         calls_left (int): Calls left in the budget.
         actions (list): After `reset`, one `(issued_t, tool, args, observation)` per call, in order.
+        errors (dict): After `reset`, each error message answered so far with its count (every call it
+            answered with an `"error"`); `other_order_calls`: calls on the customer's other order.
 
     Example:
         >>> import finbench as fb
@@ -99,9 +99,8 @@ class FinalityEnv:
     def reset(self) -> dict:
         """Start (or restart) the episode at t = `HANDOVER` and return the case brief.
 
-        Builds the task's world for this seed and profile (the fault schedule of
-        every canonical delivery), puts the clock at `HANDOVER`, refills the
-        call budget and forgets any earlier episode of this object.
+        Builds the task's world for this seed and profile (the fault schedule of every canonical delivery),
+        puts the clock at `HANDOVER`, refills the call budget and forgets any earlier episode of this object.
 
         Returns:
             The brief, a dict with:
@@ -139,7 +138,8 @@ class FinalityEnv:
         self.first_irreversible_t: int | None = None
         self.replays: list = []
         self.other_effects: list = []
-        self.probe_calls = self.wait_calls = 0
+        self.probe_calls = self.wait_calls = self.other_order_calls = 0
+        self.errors: dict[str, int] = {}  # each error message answered, with its count (the card reads them)
         self.told_resolution = False  # set by `resolution()`: the agent knows how the capture resolves
         self.probe_answers = 0  # probe calls that the probe mode answered (see `finbench.sim.probe`)
         self.fault_blind = True  # seen nothing faults touch: no read of a system, only the full probe
@@ -173,9 +173,8 @@ class FinalityEnv:
         `horizon` ends it as a `close`.
 
         Args:
-            tool: One of the twelve tools (`finbench.sim.tools.TOOL_NAMES`):
-                `read_processor`, `read_ledger`, `read_erp`, `read_bank` (1 tick
-                each), `probe_processor` (5 ticks), `wait`, `retry_capture`,
+            tool: One of the twelve tools (`finbench.sim.tools.TOOL_NAMES`): the four
+                reads (1 tick each), `probe_processor` (5 ticks), `wait`, `retry_capture`,
                 `ship`, `refund`, `write_off`, `escalate`, `close` (1 tick each).
             **args: The tool's arguments, exactly as in `tool_schemas()`: every
                 tool takes `order_id` (str); `wait` also takes `ticks` (int,
@@ -187,18 +186,17 @@ class FinalityEnv:
 
             - `t` (int): the tick after the call.
             - `tool` (str): the tool called.
-            - `result` (dict), on success: what the tool returned. A read gives
-              the system's view (`system`, `order_id` and the system's fold:
-              processor `authorization`/`captures`/`chargebacks`; ledger
-              `lines`/`balances`/`balanced`; ERP `status`/`amount`/`disposition`;
-              bank `lines`/`total`); `probe_processor` gives `order_id` and
-              `captures` (`id`, `key`, `status` in settled/failed/unknown);
-              `wait` gives `waited`; `retry_capture` gives `receipt`, `key`,
-              `new_capture`; a disposition gives `order_id` and `disposition`
-              (on the unrelated order: `order_id` and `effect`).
+            - `result` (dict), on success: what the tool returned. A read gives the system's view
+              (`system`, `order_id` and the system's fold: processor `authorization`/`captures`/
+              `chargebacks`; ledger `lines`/`balances`/`balanced`; ERP `status`/`amount`/`disposition`;
+              bank `lines`/`total`); `probe_processor` gives `order_id` and `captures` (`id`, `key`,
+              `status` in settled/failed/unknown); `wait` gives `waited`; `retry_capture` gives `receipt`,
+              `key`, `new_capture`; a disposition gives `order_id` and `disposition` (on the unrelated
+              order: `order_id` and `effect`).
             - `error` (str), instead of `result`, when the call failed: unknown
               tool, bad or missing argument, unknown order id, or `ship` after
-              the deadline. The call still costs one tick and one call.
+              the deadline. The call still costs one tick and one call (and is
+              counted in `errors`, message by message).
             - `calls_left` (int): the budget left.
             - `note` (str), only when the call ended the case without a
               disposition: `"call budget exhausted"` or `"horizon reached"`.
@@ -259,15 +257,16 @@ class FinalityEnv:
             return self._finish_call(tool, args, min(self.now + 1, C.HORIZON), "error", cut(err, 4 * ECHO))
         t = min(self.now + tool_ticks(tool, args, self.costs), C.HORIZON)
         if order == task.other_order_id:
+            self.other_order_calls += 1
             return self._finish_call(tool, args, t, *self._other(tool, args, t))
         return self._finish_call(tool, args, t, *self._case(tool, args, t, True))
 
     def _call(self, tool: str, args: dict) -> dict:
-        """`step` for the package's own policies (see `finbench.sim.play.play`): the same state changes
-        and observation, through the same `_case`. Their calls are well-formed, their `args` fresh dicts
-        they never touch again, and they never mutate an observation, so arguments are neither
-        re-validated nor copied and a read hands out the memoised fold itself. Anything unusual
-        (another order, an unknown tool, a closed case) takes `step`."""
+        """`step` for the package's own policies (see `finbench.sim.play.play`): the same state changes and
+        observation, through the same `_case`. Their calls are well-formed, their `args` fresh dicts they never
+        touch again, and they never mutate an observation, so arguments are neither re-validated nor copied and
+        a read hands out the memoised fold itself. Anything unusual (another order, an unknown tool, a closed
+        case) takes `step`."""
         if self.done or args.get("order_id") != self.task.order_id or tool not in TOOLS:
             return self.step(tool, **args)
         cost = self._ticks.get(tool)
@@ -281,9 +280,8 @@ class FinalityEnv:
     def _case(self, tool: str, args: dict, t: int, copy: bool) -> tuple[str, object]:
         """The effect of one call on the case order at t: `("result", ...)` or `("error", ...)`.
 
-        `copy=False` (the fast path) hands out a read's memoised fold, noted in
-        `_shared` so that `result()` copies it before anyone else sees it.
-        """
+        `copy=False` (the fast path) hands out a read's memoised fold, noted in `_shared` so that `result()`
+        copies it before anyone else sees it."""
         w = self.world
         system = _SYSTEM_OF.get(tool)
         if system is not None:
@@ -352,6 +350,8 @@ class FinalityEnv:
         """Spend the call: move the clock, count the budget, close the case if
         either runs out, and record the observation `{t, tool, result|error, calls_left[, note], done}`."""
         issued, self.now = self.now, t
+        if outcome == "error":
+            self.errors[body] = self.errors.get(body, 0) + 1
         left = self.calls_left = self.calls_left - 1
         if self.done or (left > 0 and t < C.HORIZON):
             obs = {"t": t, "tool": tool, outcome: body, "calls_left": left, "done": self.done}
