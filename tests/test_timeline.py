@@ -147,7 +147,7 @@ def test_every_firing_is_marked_on_its_delivery(corpus, family):
             assert sum(1 for line in drawn.ax.lines if line.get_fillstyle() == "left") == partial
         else:  # stale_read: the read that fired, on the agent's lane, with the tick it saw
             assert len(hit) == len(ids) and (hit.lane == "agent").all()
-            assert ((hit.t - hit.seen_t).between(*C.STALE_RANGE)).all()
+            assert ((hit.t - hit.as_of_t).between(*C.STALE_RANGE)).all()
             assert sorted(hit.kind.str.replace("read_", "", regex=False)) == sorted(i.split("#")[0] for i in ids)
 
 

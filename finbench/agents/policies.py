@@ -22,9 +22,9 @@ class Policy:
     # the package's own classes that take the fast path are declared so (`@fast_path`, `sim.play.trusted`):
     # they never mutate an observation and make only well-formed calls on the case order
     # whether the policy ignores the brief's `seed` (the only part of a brief that moves with it): opt-in,
-    # each built-in that does says so; with `trusted`, the runner derives a fault-blind episode's other
+    # each built-in that does says so; with `trusted`, the runner derives a truth-only episode's other
     # seeds instead of playing them (`running.derivation`), so a class that reads the seed must not say it
-    seed_blind = False
+    ignores_seed = False
 
     def begin(self, brief: dict, resolution: dict | None = None) -> None:
         self.brief = brief
@@ -131,7 +131,7 @@ class RandomPolicy(Policy):
     """Each step a uniformly random tool; stream keyed by (unit, seed)."""
 
     name = "random"
-    seed_blind = False  # its stream is keyed by the seed
+    ignores_seed = False  # its stream is keyed by the seed
 
     def begin(self, brief, resolution=None):
         super().begin(brief, resolution)
@@ -156,7 +156,7 @@ class RandomPolicy(Policy):
 class Optimistic(Routine):
     """Ships as soon as the ledger shows the clearing entry posted at submission."""
 
-    seed_blind = True  # reads nothing of the brief's seed
+    ignores_seed = True  # reads nothing of the brief's seed
     name = "optimistic"
 
     def __init__(self, poll_interval: int = 30):
@@ -181,7 +181,7 @@ class Optimistic(Routine):
 class Eager(Routine):
     """Reads the processor once and commits to what it read."""
 
-    seed_blind = True  # reads nothing of the brief's seed
+    ignores_seed = True  # reads nothing of the brief's seed
     name = "eager"
 
     def run(self):
@@ -211,7 +211,7 @@ def system_verdicts(reads: dict[str, dict], value: float) -> tuple[dict[str, str
 class MajorityVote(Routine):
     """Reads all four systems each round and follows a 3-of-4 majority."""
 
-    seed_blind = True  # reads nothing of the brief's seed
+    ignores_seed = True  # reads nothing of the brief's seed
     name = "majority_vote"
 
     def __init__(self, wait: int = 75):
@@ -253,7 +253,7 @@ class SOP(Routine):
     ablation can show which conclusions depend on that unstated choice.
     """
 
-    seed_blind = True  # reads nothing of the brief's seed
+    ignores_seed = True  # reads nothing of the brief's seed
     name = "sop"
     FALLBACKS = ("bank", "refund")
 
@@ -294,7 +294,7 @@ class SOP(Routine):
 class ReAct(Routine):
     """Observe-decide over the processor's status, with one fresh-key retry on failure."""
 
-    seed_blind = True  # reads nothing of the brief's seed
+    ignores_seed = True  # reads nothing of the brief's seed
     name = "react"
     pause = 0  # reflection re-reads after this many ticks before anything irreversible
 
@@ -360,7 +360,7 @@ class Reflection(ReAct):
 class FinalityGate(Routine):
     """Gates every irreversible action on a terminal status from the authoritative probe."""
 
-    seed_blind = True  # reads nothing of the brief's seed
+    ignores_seed = True  # reads nothing of the brief's seed
     name = "finality_gate"
 
     def __init__(self, wait: int = 25):
@@ -408,7 +408,7 @@ class FinalityOracle(Policy):
     fails for good, writes off.
     """
 
-    seed_blind = True  # reads nothing of the brief's seed
+    ignores_seed = True  # reads nothing of the brief's seed
     name = "finality_oracle"
     privileged = True
 

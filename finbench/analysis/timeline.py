@@ -45,7 +45,7 @@ __all__ = ["COLUMNS", "DISPOSITIONS", "LANES", "episode_timeline", "pick_twin_pa
 
 LANES = ("truth", "processor", "ledger", "erp", "bank", "agent")
 """The lanes, top to bottom."""
-COLUMNS = ("lane", "t", "kind", "label", "fault", "source", "event_t", "due_t", "seen_t", "delivery", "partner",
+COLUMNS = ("lane", "t", "kind", "label", "fault", "source", "event_t", "due_t", "as_of_t", "delivery", "partner",
            "original", "capture", "irreversible", "terminal", "premature", "other_order", "error")
 """The columns of `episode_timeline`'s frame.
 
@@ -63,7 +63,7 @@ COLUMNS = ("lane", "t", "kind", "label", "fault", "source", "event_t", "due_t", 
 - `event_t`: when the delivered event happened (on the agent lane: when the
   call was issued); `due_t`: when the delivery was due with no fault and no
   lag, the event's tick plus the system's latency, the bank's next batch (a
-  delayed one's arrow starts there); `seen_t`: the tick a stale read saw.
+  delayed one's arrow starts there); `as_of_t`: the tick a stale read saw.
 - `delivery`: the delivery id (a duplicate's copy ends in `#copy1`);
   `partner`: the other delivery of a reordered pair; `original`: a copy's original.
 - `capture`: the capture an event concerns. `irreversible`: ship, refund,
@@ -193,7 +193,7 @@ def _agent_rows(env: FinalityEnv) -> list[dict]:
                 if f"{system}#{n}" in stale:
                     # the lag of the n-th read is a pure function of (unit, seed, system, n)
                     lag, _ = w.stale_draw(system, n)
-                    row.update(fault="stale_read", source="profile", seen_t=t - lag)
+                    row.update(fault="stale_read", source="profile", as_of_t=t - lag)
             elif tool == "retry_capture":
                 row["label"] = f"retry {args.get('idempotency_key')}"
                 row["capture"] = result.get("receipt", "")

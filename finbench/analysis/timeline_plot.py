@@ -273,9 +273,9 @@ def _draw_reads(ax, agent: pd.DataFrame, p: dict) -> None:
         y = _Y[system]
         for r in mine:
             ax.plot(r.t, y + 0.36, "|", color=p["stale"] if r.fault else "0.55", ms=5, mew=0.9, zorder=3)
-        for r, level in zip(stale, levels([(r.seen_t, r.t) for r in stale], 2)):
+        for r, level in zip(stale, levels([(r.as_of_t, r.t) for r in stale], 2)):
             ys = y + 0.36 - 0.14 * level
-            ax.annotate("", (r.seen_t, ys), xytext=(r.t, ys),
+            ax.annotate("", (r.as_of_t, ys), xytext=(r.t, ys),
                         arrowprops=dict(arrowstyle="-|>", ls=(0, (1.5, 1.2)), lw=1.0, color=p["stale"],
                                         mutation_scale=6, shrinkA=0, shrinkB=0), zorder=3)
 

@@ -2,9 +2,9 @@
 `derived_reads`, `running.origin`): the two memos `run_chunk` consults for the package's own policies, and
 the rules that decide a kept episode is the one asked for.
 
-- `derive_seed`: a fault-blind episode (`FinalityEnv.fault_blind`: it read no system, only a probe that
-  tells the truth) of a policy that does not read the seed is the same episode under every seed and fault
-  profile but for the faults fired.
+- `derive_seed`: an episode that saw only the truth (`FinalityEnv.saw_only_truth`: it read no system,
+  only a probe that tells the truth) of a policy that ignores the seed is the same episode under every
+  seed and fault profile but for the faults fired.
 - `same_reads`: an episode whose every read would return the same payload under another fault profile
   (or probe mode, if it never probed) makes the same calls to the same end.
 """
@@ -17,38 +17,38 @@ from finbench.sim.env import FinalityEnv
 from finbench.sim.faults import FaultProfile
 from finbench.sim.world import reads_signature, replayed_firings, same_reads_firings
 
-__all__ = ["BLIND", "SEEN", "derive_seed", "keep_blind", "keep_reads", "same_reads"]
+__all__ = ["TRUTH_ONLY", "SAME_READS", "derive_seed", "keep_truth_only", "keep_reads", "same_reads"]
 
 _SEED = COLUMNS.index("seed")
 _FIRED = COLUMNS.index(f"fired_{C.FAMILIES[0]}")
 
 
-def derive_seed(blind: tuple, task, seed: int, profile: FaultProfile) -> tuple:
-    """The row of a fault-blind episode (`FinalityEnv.fault_blind`) of a package policy that does not read
-    the seed (`seed_blind`), played under `seed` and `profile` instead: the same calls get the same answers
-    (the agent read no system, only a probe that tells the truth), so only the seed and the faults the
-    world fires differ. `blind`: the played row and the episode's captures."""
-    row, captures = blind
+def derive_seed(kept: tuple, task, seed: int, profile: FaultProfile) -> tuple:
+    """The row of an episode that saw only the truth (`FinalityEnv.saw_only_truth`) of a package policy that
+    ignores the seed (`ignores_seed`), played under `seed` and `profile` instead: the same calls get the same
+    answers (the agent read no system, only a probe that tells the truth), so only the seed and the faults
+    the world fires differ. `kept`: the played row and the episode's captures."""
+    row, captures = kept
     fired = replayed_firings(task, seed, profile, captures)
     return (*row[:_SEED], seed, *row[_SEED + 1:_FIRED], *(fired[f] for f in C.FAMILIES),
             *row[_FIRED + len(C.FAMILIES):])
 
 
-BLIND_SIZE = 16_384
-BLIND: dict = register(
-    "running.derivation.fault_blind",
-    {}, keys="(task, the package policy's cache key and label, costs, probe mode): a fault-blind episode's row and "
-             "captures",
-    bound=BLIND_SIZE)
-"""Fault-blind episodes of the package's own seed-blind policies, so that another fault profile (an
-ablation arm) or another seed derives them instead of playing them again."""
+TRUTH_ONLY_SIZE = 16_384
+TRUTH_ONLY: dict = register(
+    "running.derivation.saw_only_truth",
+    {}, keys="(task, the package policy's cache key and label, costs, probe mode): the row and captures of an "
+             "episode that saw only the truth",
+    bound=TRUTH_ONLY_SIZE)
+"""Episodes that saw only the truth, of the package's own policies that ignore the seed, so that another
+fault profile (an ablation arm) or another seed derives them instead of playing them again."""
 
 
-SEEN_SIZE = 65_536
-SEEN: dict = register(
+SAME_READS_SIZE = 65_536
+SAME_READS: dict = register(
     "running.derivation.same_reads",
     {}, keys="(task, the package policy's cache key and label, costs, seed): the rows played under other fault "
-             "profiles or probe modes, each with what its reads saw and whether it probed", bound=SEEN_SIZE)
+             "profiles or probe modes, each with what its reads saw and whether it probed", bound=SAME_READS_SIZE)
 """Episodes of the package's own policies with what their reads saw, so that another fault profile (an
 ablation arm) under which every read returns the same payload derives them."""
 
@@ -93,14 +93,15 @@ def same_reads(variants: list, task, seed: int, profile: FaultProfile, probe=Non
 
 def keep_reads(key: tuple, env: FinalityEnv, row: tuple, probe=None) -> None:
     """Keep an ended episode (played under the probe mode whose key is `probe`) for `same_reads`."""
-    if len(SEEN) >= SEEN_SIZE:
-        SEEN.clear()
-    SEEN.setdefault(key, []).append(_Kept(env.world.reads_record(), row, env.profile, probe, env.probe_calls > 0))
+    if len(SAME_READS) >= SAME_READS_SIZE:
+        SAME_READS.clear()
+    SAME_READS.setdefault(key, []).append(_Kept(env.world.reads_record(), row, env.profile, probe, env.probe_calls > 0))
 
 
 
-def keep_blind(key: tuple, blind: tuple) -> None:
-    """Keep a fault-blind episode (its row and captures) for `derive_seed` under other seeds and profiles."""
-    if len(BLIND) >= BLIND_SIZE:
-        BLIND.clear()
-    BLIND[key] = blind
+def keep_truth_only(key: tuple, kept: tuple) -> None:
+    """Keep an episode that saw only the truth (its row and captures) for `derive_seed` under other seeds and
+    profiles."""
+    if len(TRUTH_ONLY) >= TRUTH_ONLY_SIZE:
+        TRUTH_ONLY.clear()
+    TRUTH_ONLY[key] = kept

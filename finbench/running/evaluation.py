@@ -142,8 +142,8 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
               share: bool = False) -> list[dict]:
     """Column lists for each reference in `refs`, rows in (task, seed) order.
 
-    An episode in which a package policy that never reads the seed observed nothing faults
-    touch (no read of a system; only a probe that tells the truth) is the same episode under
+    An episode in which a package policy that ignores the seed saw only the truth (no read of a
+    system; only a probe that tells the truth) is the same episode under
     every seed and every fault profile but for the faults fired: it is played once per task
     and derived for the other seeds (`_derived`), as simulating them would give. With `share`
     (a run that may reuse what it computed) a built-in policy's such episode is also kept in a
@@ -159,14 +159,14 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
         for task in tasks:
             for ref, mine, how in zip(refs, rows, origins):
                 key = (task, ref.cache_key(), ref.label, costs_key, probe_key) if share and ref.builtin else None
-                blind = None if key is None else D.BLIND.get(key)
+                kept = None if key is None else D.TRUTH_ONLY.get(key)
                 for seed in seeds:
-                    if blind is not None:
-                        mine.append(D.derive_seed(blind, task, seed, profile))
+                    if kept is not None:
+                        mine.append(D.derive_seed(kept, task, seed, profile))
                         how.append(O.DERIVED_SEED)
                         continue
                     # by what decides a run's episodes but the probe mode, which `_same_reads` checks
-                    variants = None if key is None else D.SEEN.get((key[:4], seed))
+                    variants = None if key is None else D.SAME_READS.get((key[:4], seed))
                     row = None if variants is None else D.same_reads(variants, task, seed, profile, probe_key)
                     if row is not None:
                         mine.append(row)
@@ -183,10 +183,10 @@ def run_chunk(tasks, refs, seeds, profile: FaultProfile, costs: Costs, probe: Pr
                     if not fast:
                         tell_end(policy, row)
                         continue
-                    if env.fault_blind and policy.seed_blind:
-                        blind = (row, tuple(env.world.captures))
+                    if env.saw_only_truth and policy.ignores_seed:
+                        kept = (row, tuple(env.world.captures))
                         if key is not None:
-                            D.keep_blind(key, blind)
+                            D.keep_truth_only(key, kept)
                     elif key is not None:
                         D.keep_reads((key[:4], seed), env, row, probe_key)
     return [{**{c: list(v) for c, v in zip(COLUMNS, zip(*mine))}, O.COLUMN: how} for mine, how in zip(rows, origins)]

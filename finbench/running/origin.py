@@ -8,9 +8,9 @@ served it (`finbench verify` replays a sample of each and compares every column 
     cut            the memo's rows of the same run under more seeds, cut to this run's seeds
     repriced       rows of the same episodes under other prices, re-priced (`running.reprice`)
     cache          the episode cache on disk (`data/cache/`), keyed by everything that decides the episode
-    derived_seed   a fault-blind episode of a seed-blind package policy (it read no system, only a truthful
-                   probe) played under another seed or fault profile: the same calls, only the faults fired
-                   differ
+    derived_seed   an episode that saw only the truth (it read no system, only a truthful probe), of a package
+                   policy that ignores the seed, played under another seed or fault profile: the same calls,
+                   only the faults fired differ
     derived_reads  an episode of a package policy played under another fault profile or probe mode whose
                    every read returned the same payload (the same calls to the same end)
     played         simulated now

@@ -142,7 +142,7 @@ class FinalityEnv:
         self.errors: dict[str, int] = {}  # each error message answered, with its count (the card reads them)
         self.told_resolution = False  # set by `resolution()`: the agent knows how the capture resolves
         self.probe_answers = 0  # probe calls that the probe mode answered (see `finbench.sim.probe`)
-        self.fault_blind = True  # seen nothing faults touch: no read of a system, only the full probe
+        self.saw_only_truth = True  # nothing it saw can a fault touch: no read of a system, only the full probe
         self._shared: list[int] = []  # actions whose observation holds a memoised fold (see `_call`)
         return {
             "order_id": task.order_id,
@@ -285,7 +285,7 @@ class FinalityEnv:
         w = self.world
         system = _SYSTEM_OF.get(tool)
         if system is not None:
-            self.fault_blind = False
+            self.saw_only_truth = False
             if not copy:
                 self._shared.append(len(self._actions))
             return "result", w.read(system, t, copy)
@@ -296,7 +296,7 @@ class FinalityEnv:
             self.probe_calls += 1
             if self.probe.is_full:
                 return "result", w.probe(t)
-            self.fault_blind = False
+            self.saw_only_truth = False
             result, answered = self.probe.answer(w, t, self.probe_answers)
             self.probe_answers += answered
             return "result", result

@@ -110,8 +110,8 @@ class ProbeMode:
         if self.kind == "rate_limited":
             return world.probe(t), True
         if self.kind == "delayed":
-            seen = max(0, t - self.delay)
-            return {**world.probe(seen), "as_of": seen}, True
+            as_of = max(0, t - self.delay)
+            return {**world.probe(as_of), "as_of": as_of}, True
         # identity_only
         return {"order_id": order, "captures": [{"id": c.id, "key": c.key, "amount": c.amount}
                                                 for c in world.captures if c.submitted_at <= t]}, True

@@ -112,7 +112,7 @@ class Base:
         self.folds: dict = {}
         self.blobs: dict = {}
         self.stale = {} if self.stale_intensity is None else _stale_draws(prefix, self.stale_intensity)
-        self._seen: dict = {}
+        self._delivered: dict = {}
         self._lags: dict = {}
 
     @cached_property
@@ -126,11 +126,11 @@ class Base:
         """The keyed stream of the stale-read draws: (unit stream, seed, "stale_read")."""
         return Keyed(*self._key, "stale_read")
 
-    def seen_by(self, until: tuple) -> tuple:
+    def delivered_by(self, until: tuple) -> tuple:
         """What reads up to `until` ((system, tick) pairs) can see of this base: each system's deliveries
         (id, arrival, partial: all a fold reads) that arrived by its tick, in the order its lane holds
         them. Two bases that agree on it answer every such read with the same payload."""
-        return _seen_by(self.lanes, until, self._seen)
+        return _delivered_by(self.lanes, until, self._delivered)
 
     def stale_hit(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) of the n-th read of `system` (`stale_draw`), remembered for every policy."""
@@ -158,8 +158,8 @@ class Base:
         return hit
 
 
-def _seen_by(lanes: dict, until: tuple, keys: dict) -> tuple:
-    """`Base.seen_by` over `lanes`; `keys` remembers each lane's (id, arrival, partial) tuple."""
+def _delivered_by(lanes: dict, until: tuple, keys: dict) -> tuple:
+    """`Base.delivered_by` over `lanes`; `keys` remembers each lane's (id, arrival, partial) tuple."""
     out = []
     for system, t in until:
         ds, arrivals = lanes[system]
@@ -250,7 +250,7 @@ class World:
         self.extra: list[Delivery] = []
         self.extra_firings: list = []
         self.reads = dict.fromkeys(C.SYSTEMS, 0)
-        self.seen_until = dict.fromkeys(C.SYSTEMS, -1)  # the latest tick each system was read as of
+        self.read_as_of = dict.fromkeys(C.SYSTEMS, -1)  # the latest tick each system was read as of
         self.captures = [original_capture(task)]
         self.extra_specs: list[Spec] = []  # the delivery specs of the agent's captures, in order
 
@@ -307,7 +307,7 @@ class World:
         """
         n = self.reads[system]
         self.reads[system] = n + 1
-        seen = t
+        as_of = t
         if self._stale is not None:
             # the n-th read of a system draws the same keys under every policy of this (task, seed)
             hit = self._stale.get((system, n))
@@ -316,14 +316,14 @@ class World:
             lag, firing = hit
             if lag:
                 self.extra_firings.append(firing)
-                seen = t - lag
-        if seen > self.seen_until[system]:
-            self.seen_until[system] = seen
-        return self.view(system, seen, copy)
+                as_of = t - lag
+        if as_of > self.read_as_of[system]:
+            self.read_as_of[system] = as_of
+        return self.view(system, as_of, copy)
 
-    def seen_by(self, until: tuple) -> tuple:
-        """`Base.seen_by` of this world's lanes (the agent's captures' deliveries among them)."""
-        return _seen_by(self._own_lanes(), until, {})
+    def delivered_by(self, until: tuple) -> tuple:
+        """`Base.delivered_by` of this world's lanes (the agent's captures' deliveries among them)."""
+        return _delivered_by(self._own_lanes(), until, {})
 
     def stale_draw(self, system: str, n: int) -> tuple[int, tuple | None]:
         """(lag, firing) for the n-th read of `system`; lag 0 when the family does not fire.
@@ -338,7 +338,7 @@ class World:
     def view(self, system: str, t: int, copy: bool = True) -> dict:
         """The fold of every delivery that arrived at or before t (no faults of the read itself).
 
-        Folds are memoised per (system, deliveries seen). By default every call
+        Folds are memoised per (system, deliveries arrived). By default every call
         gets its own copy, so an agent that edits an observation cannot change a
         later read or episode; `copy=False` hands out the memoised object itself.
         """
@@ -376,7 +376,7 @@ class World:
         """What decides what this episode's reads saw (`reads_signature`): the agent's captures ((key, tick)
         each), each read system's last read tick, and the reads per system."""
         return (tuple((c.key, c.submitted_at) for c in self.captures[1:]),
-                tuple((s, t) for s, t in self.seen_until.items() if t >= 0), tuple(self.reads[s] for s in C.SYSTEMS))
+                tuple((s, t) for s, t in self.read_as_of.items() if t >= 0), tuple(self.reads[s] for s in C.SYSTEMS))
 
     def fired(self) -> dict[str, int]:
         """Firings by family over the whole world (the base's counted once per base)."""
@@ -388,22 +388,22 @@ class World:
 
 # --- what an episode's reads saw, compared across fault profiles (the runner's same-reads derivation) ------
 
-def _reads_seen(task: Task, seed: int, profile: FaultProfile, captures: tuple, until: tuple, base=None):
+def _reads_delivered(task: Task, seed: int, profile: FaultProfile, captures: tuple, until: tuple, base=None):
     """What reads up to `until` see of the world under `profile` once the agent made `captures` ((key, tick)
     each), and that world (None when it is the profile's base)."""
     if not captures:
-        return (base or base_world(task, seed, profile)).seen_by(until), None
+        return (base or base_world(task, seed, profile)).delivered_by(until), None
     world = World(task, seed, profile)
     for key, t in captures:
         world.add_capture(key, t)
-    return world.seen_by(until), world
+    return world.delivered_by(until), world
 
 
 def reads_signature(task: Task, seed: int, profile: FaultProfile, record: tuple) -> tuple[tuple, tuple]:
     """What an episode's reads saw under `profile`: the lane prefixes each system held up to its last read,
     and the stale lags of its reads. `record` is the episode's `World.reads_record()`."""
     captures, until, reads = record
-    return _reads_seen(task, seed, profile, captures, until)[0], base_world(task, seed, profile).stale_lags(reads)
+    return _reads_delivered(task, seed, profile, captures, until)[0], base_world(task, seed, profile).stale_lags(reads)
 
 
 def same_reads_firings(task: Task, seed: int, profile: FaultProfile, record: tuple,
@@ -412,12 +412,12 @@ def same_reads_firings(task: Task, seed: int, profile: FaultProfile, record: tup
     under another profile, if every read would return the same payload here (each as stale, each system
     holding the same deliveries up to its last read tick); else None."""
     captures, until, reads = record
-    seen, lags = signature
+    delivered, lags = signature
     base = base_world(task, seed, profile)
     if base.stale_lags(reads) != lags:
         return None
-    now, world = _reads_seen(task, seed, profile, captures, until, base)
-    if now != seen:
+    now, world = _reads_delivered(task, seed, profile, captures, until, base)
+    if now != delivered:
         return None
     fired = dict(base.counts) if world is None else world.fired()
     fired["stale_read"] += len(lags)

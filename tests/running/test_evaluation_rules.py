@@ -1,5 +1,5 @@
-"""Rules of the runner (`finbench.running.evaluation`): the `calls` string, derived fault-blind rows,
-the memo of fault-blind episodes, the worker cap and the notes it prints.
+"""Rules of the runner (`finbench.running.evaluation`): the `calls` string, derived truth-only rows,
+the memo of truth-only episodes, the worker cap and the notes it prints.
 
 Fast: a few tasks of a small corpus, no cache folder but `tmp_path`. Expected values are spelled by hand
 from COLUMNS' doc and `run_chunk`'s docstring, never by running the same code twice.
@@ -47,7 +47,7 @@ def test_the_calls_string_spells_each_call(actions, spelled):
     assert E._calls([(t, tool, args) for t, (tool, args) in enumerate(actions)], O) == spelled
 
 
-# --- the row of an episode, and the row derived from a fault-blind one ----------------------------------------
+# --- the row of an episode, and the row derived from a truth-only one ----------------------------------------
 
 def _played(task, label, seed, profile):
     return E.episode_row(task, as_ref(label), seed, profile, fb.Costs())
@@ -63,12 +63,12 @@ def test_an_episode_row_has_every_column_in_order():
 
 
 def test_a_derived_row_is_the_played_row_under_another_seed_and_profile():
-    # the oracle-free gate reads no system: its episode is fault-blind, so another seed or profile
+    # the oracle-free gate reads no system: its episode is truth-only, so another seed or profile
     # changes only the seed and the firings
     ref = as_ref("finality_gate")
     for task in TASKS[:4]:
         env = E.play(E.FinalityEnv(task, 0, fb.FaultProfile.default(), fb.Costs()), ref.make())
-        assert env.fault_blind
+        assert env.saw_only_truth
         blind = (E._row(env, ref.label), tuple(env.world.captures))
         for seed, profile in [(7, fb.FaultProfile.default()), (2, fb.FaultProfile.only("duplicate", "reorder",
                                                                                           intensity=0.9))]:
@@ -83,7 +83,7 @@ def test_the_fired_columns_sit_between_unrelated_and_retry_at():
     assert E.COLUMNS[i + 1 + len(C.FAMILIES)] == "retry_at"
 
 
-# --- run_chunk: rows in (task, seed) order; the memo of fault-blind episodes -------------------------------------
+# --- run_chunk: rows in (task, seed) order; the memo of truth-only episodes -------------------------------------
 
 def _rows(parts):
     """Each policy's rows as tuples of `COLUMNS` (its `origin` apart: `_origins`)."""
@@ -111,15 +111,15 @@ def test_run_chunk_gives_columns_per_policy_in_task_then_seed_order():
     assert default[0] != parts[0]  # the check above can fail: the arguments change the rows
 
 
-def test_only_a_sharing_run_keeps_fault_blind_episodes_and_keys_them_fully():
+def test_only_a_sharing_run_keeps_episodes_that_saw_only_the_truth_and_keys_them_fully():
     gate = as_ref("finality_gate")
     fb.clear_caches()
     E.run_chunk(TASKS[:3], [gate], [0, 1], fb.FaultProfile.default(), fb.Costs())
-    assert not D.BLIND  # not shared by default
+    assert not D.TRUTH_ONLY  # not shared by default
     E.run_chunk(TASKS[:3], [as_ref("sop"), gate], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
     # one entry per task, for the gate only (sop reads systems), keyed by task, policy, label, costs and probe
-    assert set(D.BLIND) == {(t, gate.cache_key(), gate.label, fb.Costs().key(), None) for t in TASKS[:3]}
-    for (task, *_), (row, captures) in D.BLIND.items():
+    assert set(D.TRUTH_ONLY) == {(t, gate.cache_key(), gate.label, fb.Costs().key(), None) for t in TASKS[:3]}
+    for (task, *_), (row, captures) in D.TRUTH_ONLY.items():
         assert row == _played(task, "finality_gate", 0, fb.FaultProfile.default())
     fb.clear_caches()
 
@@ -140,13 +140,13 @@ def test_a_shared_episode_is_derived_not_played_and_equals_a_played_one(monkeypa
     fb.clear_caches()
 
 
-def test_the_memo_of_fault_blind_episodes_is_cleared_when_full(monkeypatch):
+def test_the_memo_of_episodes_that_saw_only_the_truth_is_cleared_when_full(monkeypatch):
     gate = as_ref("finality_gate")
     fb.clear_caches()
-    monkeypatch.setattr(D, "BLIND_SIZE", 2)
+    monkeypatch.setattr(D, "TRUTH_ONLY_SIZE", 2)
     E.run_chunk(TASKS[:3], [gate], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
     # two entries filled it; the third task's entry found it full, cleared it and went in alone
-    assert [k[0] for k in D.BLIND] == [TASKS[2]]
+    assert [k[0] for k in D.TRUTH_ONLY] == [TASKS[2]]
     fb.clear_caches()
 
 
@@ -155,7 +155,7 @@ def test_a_user_policy_is_never_kept_even_in_a_sharing_run():
 
     fb.clear_caches()
     parts = E.run_chunk(TASKS[:2], [as_ref(Closer)], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert not D.BLIND and not D.SEEN and parts[0]["calls"] == ["close"] * 4
+    assert not D.TRUTH_ONLY and not D.SAME_READS and parts[0]["calls"] == ["close"] * 4
 
 
 # --- the same-reads memo: episodes that added no capture, by what their reads saw ------------------------------
@@ -164,12 +164,12 @@ def test_only_a_sharing_run_keeps_episodes_by_their_reads():
     sop = as_ref("sop")
     fb.clear_caches()
     E.run_chunk(TASKS[:3], [sop], [0, 1], fb.FaultProfile.default(), fb.Costs())
-    assert not D.SEEN
+    assert not D.SAME_READS
     E.run_chunk(TASKS[:3], [sop], [0, 1], fb.FaultProfile.default(), fb.Costs(), None, True)
     keys = {(t, sop.cache_key(), sop.label, fb.Costs().key()) for t in TASKS[:3]}  # no probe mode: checked apart
-    kept = {k for k, _ in D.SEEN}
-    assert kept and kept <= keys and {s for _, s in D.SEEN} <= {0, 1}
-    for (key, seed), variants in D.SEEN.items():
+    kept = {k for k, _ in D.SAME_READS}
+    assert kept and kept <= keys and {s for _, s in D.SAME_READS} <= {0, 1}
+    for (key, seed), variants in D.SAME_READS.items():
         kept, = variants  # one profile played: one variant
         assert kept._signature is None  # what its reads saw is worked out only when another profile asks
         captures, until, reads = kept.record
@@ -184,7 +184,7 @@ def test_an_episode_that_added_a_capture_is_kept_with_its_captures():
     fb.clear_caches()
     tasks = fb.make_corpus(n_tasks=40).tasks
     E.run_chunk(tasks, [as_ref("react")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
-    variants = [v for vs in D.SEEN.values() for v in vs]
+    variants = [v for vs in D.SAME_READS.values() for v in vs]
     made = [v for v in variants if v.record[0]]
     assert made and len(made) < len(variants)  # some episodes retried, some did not
     for kept in made:
@@ -213,9 +213,9 @@ def test_a_capture_whose_deliveries_differ_under_another_profile_is_played_again
 
 def test_the_same_reads_memo_is_cleared_when_full(monkeypatch):
     fb.clear_caches()
-    monkeypatch.setattr(D, "SEEN_SIZE", 2)
+    monkeypatch.setattr(D, "SAME_READS_SIZE", 2)
     E.run_chunk(TASKS[:3], [as_ref("sop")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert [k[0][0] for k in D.SEEN] == [TASKS[2]]
+    assert [k[0][0] for k in D.SAME_READS] == [TASKS[2]]
     fb.clear_caches()
 
 
@@ -322,13 +322,13 @@ def test_a_cluster_is_not_capped_at_this_machines_cores(monkeypatch):
 
 
 def test_a_memo_entry_of_the_full_probe_never_serves_another_probe_mode():
-    # the gate is fault-blind under the full probe; under a delayed probe it plays differently and must be played
+    # the gate is truth-only under the full probe; under a delayed probe it plays differently and must be played
     from finbench.sim.probe import ProbeMode
 
     gate = as_ref("finality_gate")
     fb.clear_caches()
     E.run_chunk(TASKS[:4], [gate], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert len(D.BLIND) == 4
+    assert len(D.TRUTH_ONLY) == 4
     delayed = ProbeMode.delayed()
     parts = E.run_chunk(TASKS[:4], [gate], [0, 1], fb.FaultProfile.default(), fb.Costs(), delayed, True)
     expect = [E._row(E.play(E.FinalityEnv(t, s, fb.FaultProfile.default(), fb.Costs(), probe=delayed), gate.make()),
@@ -482,12 +482,12 @@ def test_evaluate_leaves_nothing_frozen_so_a_users_cycles_are_collected():
 
 
 def test_a_trusted_class_is_derived_across_seeds_only_if_it_says_it_ignores_the_seed():
-    """`seed_blind` is opt-in: a package class that takes the fast path but does not say it ignores the seed
+    """`ignores_seed` is opt-in: a package class that takes the fast path but does not say it ignores the seed
     is played under every seed, never derived (a new built-in that read the seed would be silently wrong)."""
     from finbench.agents.policies import Policy
     from finbench.sim.play import fast_path
 
-    class Unsaid(Policy):  # reads no system (fault-blind) and says nothing of the seed
+    class Unsaid(Policy):  # reads no system (truth-only) and says nothing of the seed
         name = "unsaid"
 
         def act(self, obs):
@@ -495,7 +495,7 @@ def test_a_trusted_class_is_derived_across_seeds_only_if_it_says_it_ignores_the_
 
     class Said(Unsaid):
         name = "said"
-        seed_blind = True
+        ignores_seed = True
 
     fast_path(Unsaid)
     fast_path(Said)

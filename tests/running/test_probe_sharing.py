@@ -45,8 +45,8 @@ def test_an_episode_that_probed_is_not_shared_with_another_mode():
     fb.clear_caches()
     gate = as_ref("finality_gate")
     E.run_chunk(TASKS[:4], [gate], [0], fb.FaultProfile.default(), fb.Costs(), ProbeMode.delayed(60), True)
-    kept = [k for ks in D.SEEN.values() for k in ks]
+    kept = [k for ks in D.SAME_READS.values() for k in ks]
     assert kept and all(k.probed and k.probe is not None for k in kept)
-    assert all(D.same_reads(D.SEEN[(key, 0)], key[0], 0, fb.FaultProfile.default(), None) is None
-               for key, _ in list(D.SEEN))
+    assert all(D.same_reads(D.SAME_READS[(key, 0)], key[0], 0, fb.FaultProfile.default(), None) is None
+               for key, _ in list(D.SAME_READS))
     fb.clear_caches()

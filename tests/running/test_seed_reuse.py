@@ -1,4 +1,4 @@
-"""`run_chunk` plays a fault-blind episode once per task and derives its other seeds.
+"""`run_chunk` plays a truth-only episode once per task and derives its other seeds.
 
 An episode in which a built-in policy that ignores the brief's seed saw nothing the faults
 touch (no read of a system; only the full probe) is the same under every seed but for the
@@ -38,7 +38,7 @@ def _frame(tasks, refs, seeds, profile, probe=None) -> pd.DataFrame:
 def test_derived_seeds_equal_simulated_ones(profile):
     together = _frame(TASKS, REFS, SEEDS, profile)
     assert_same_rows(together, played_alone(TASKS, REFS, SEEDS, profile))
-    # the derivation is exercised: the gate and the oracle are fault-blind, and firings do move
+    # the derivation is exercised: the gate and the oracle are truth-only, and firings do move
     gate = together[together.policy == "finality_gate"]
     assert len(gate) == len(TASKS) * len(SEEDS)
     fired = gate.filter(like="fired_").sum(axis=1)
@@ -56,18 +56,18 @@ def test_a_probe_that_is_not_the_truth_is_never_derived(probe, share):
     assert "derived_seed" not in set(got["origin"])  # only an episode that never probed is shared, by its reads
 
 
-def test_an_episode_is_fault_blind_until_it_reads_a_system():
+def test_an_episode_saw_only_the_truth_until_it_reads_a_system():
     task = TASKS[0]
     env = FinalityEnv(task, 0)
     order = env.reset()["order_id"]
     env.step("probe_processor", order_id=order)
     env.step("wait", order_id=order, ticks=5)
-    assert env.fault_blind
+    assert env.saw_only_truth
     env.step("read_bank", order_id=order)
-    assert not env.fault_blind
+    assert not env.saw_only_truth
     delayed = FinalityEnv(task, 0, probe=ProbeMode.delayed())
     delayed.step("probe_processor", order_id=delayed.reset()["order_id"])
-    assert not delayed.fault_blind
+    assert not delayed.saw_only_truth
 
 
 def test_a_policy_that_reads_the_seed_is_played_under_every_seed():
@@ -80,9 +80,9 @@ def test_a_policy_that_reads_the_seed_is_played_under_every_seed():
             super().begin(brief, resolution)
             self.wait_ticks = 5 + 7 * brief["seed"]
 
-    assert SeedWaitGate.seed_blind  # inherited, but not trusted: it takes the public step
+    assert SeedWaitGate.ignores_seed  # inherited, but not trusted: it takes the public step
     env = play(FinalityEnv(TASKS[0], 1), SeedWaitGate())
-    assert env.fault_blind
+    assert env.saw_only_truth
     refs = [as_ref(SeedWaitGate)]
     pd.testing.assert_frame_equal(_frame(TASKS[:20], refs, SEEDS, fb.FaultProfile.default()),
                                   played_alone(TASKS[:20], refs, SEEDS, fb.FaultProfile.default()))
@@ -96,7 +96,7 @@ ARMS = [fb.FaultProfile.default(), fb.FaultProfile.none(), *(fb.FaultProfile.onl
 
 
 def test_derived_across_profiles_equal_played_ones(monkeypatch):
-    """Every arm after the first derives the fault-blind episodes the first played (one shared memo), and
+    """Every arm after the first derives the truth-only episodes the first played (one shared memo), and
     each arm's rows equal those played for that arm alone, each seed on its own."""
     from finbench.running import derivation as D
     from finbench.running import evaluation as E
@@ -111,12 +111,12 @@ def test_derived_across_profiles_equal_played_ones(monkeypatch):
         before = len(played)
         parts = run_chunk(tasks, REFS, seeds, arm, fb.Costs(), None, True)
         shared[arm.name] = pd.concat([pd.DataFrame(cols) for cols in parts], ignore_index=True)
-        if i:  # the gate and the oracle were fault-blind under the first arm: derived here, never played
+        if i:  # the gate and the oracle were truth-only under the first arm: derived here, never played
             assert "FinalityGate" not in played[before:] and "FinalityOracle" not in played[before:]
             assert len(played) - before < len(tasks) * len(seeds) * len(REFS)
-    assert len(D.BLIND) >= len(tasks) and {"FinalityGate", "FinalityOracle"} <= set(played)
+    assert len(D.TRUTH_ONLY) >= len(tasks) and {"FinalityGate", "FinalityOracle"} <= set(played)
     during = list(played)
-    assert D.SEEN  # read before the oracle below empties every memo
+    assert D.SAME_READS  # read before the oracle below empties every memo
     for arm in ARMS:
         alone = played_alone(tasks, REFS, seeds, arm)
         assert_same_rows(shared[arm.name], alone)
@@ -158,9 +158,9 @@ def test_a_run_that_caches_nothing_keeps_no_episode_in_the_memo():
     fb.clear_caches()
     corpus = fb.make_corpus(n_tasks=30)
     fb.evaluate(corpus, ["finality_gate", "finality_oracle"], seeds=range(2), cache=False)
-    assert not D.BLIND
+    assert not D.TRUTH_ONLY
     run_chunk(corpus.tasks[:5], [as_ref("finality_gate")], [0], fb.FaultProfile.default(), fb.Costs(), None, True)
-    assert D.BLIND  # the same episodes, shared: the check above can fail
+    assert D.TRUTH_ONLY  # the same episodes, shared: the check above can fail
 
 
 def test_one_package_policy_under_two_labels_keeps_each_label(tmp_path):

@@ -133,7 +133,7 @@ def test_reset_forgets_the_earlier_episode():
         120, False, 40, [], None, 120)
     assert (env.first_irreversible_t, env.replays, env.other_effects, env.probe_calls, env.wait_calls) == (
         None, [], [], 0, 0)
-    assert env.done is False and env.told_resolution is False and env.fault_blind is True
+    assert env.done is False and env.told_resolution is False and env.saw_only_truth is True
     assert env.probe_answers == 0 and [c.id for c in env.world.captures] == ["cap-1"]
 
 
@@ -166,13 +166,13 @@ def test_only_reads_and_a_probe_that_is_not_the_full_one_see_what_faults_touch()
     for tool, args in [("probe_processor", {}), ("wait", {"ticks": 3}), ("retry_capture", {"idempotency_key": "key-1"}),
                        ("read_bank", {"order_id": TASK.other_order_id})]:  # the other order's view is no fault's
         env.step(tool, **{"order_id": case, **args})
-        assert env.fault_blind is True, tool
+        assert env.saw_only_truth is True, tool
     env.step("read_erp", order_id=case)
-    assert env.fault_blind is False
+    assert env.saw_only_truth is False
     env = FinalityEnv(TASK, 0, NONE, probe=fb.ProbeMode.identity_only())
     env.reset()
     env.step("probe_processor", order_id=case)
-    assert env.fault_blind is False
+    assert env.saw_only_truth is False
 
 
 def test_a_rate_limited_probe_counts_its_answers_over_the_episode():
