@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 import finbench as fb
-from finbench.agents.policies import POLICIES, FinalityGate
+from finbench.agents.policies import POLICIES, FinalityGate, Policy
 from finbench.agents.registry import as_ref
 from finbench.running.evaluation import run_chunk
 from finbench.sim.env import FinalityEnv
-from finbench.sim.play import play
+from finbench.sim.play import fast_path, play, trusted
 from finbench.sim import constants as C
 from finbench.sim.probe import ProbeMode
 from tests.rows import assert_same_rows, played_alone
@@ -199,3 +199,44 @@ def test_two_stale_read_intensities_in_one_process_equal_each_played_with_nothin
     fired = [sum(parts[0]["fired_stale_read"]) for parts in shared]
     assert 0 < fired[0] < fired[1]  # the intensities really differ in what they fire
     fb.clear_caches()
+
+
+@fast_path
+class _BalancedReader(Policy):
+    """Test-only, trusted as the package's own: it ships once the ledger says `balanced`, the one field a
+    partial commit changes (no policy of the package reads it)."""
+
+    name = "balanced_reader"
+
+    def act(self, obs):
+        result = obs.get("result") or {}
+        if result.get("system") == "ledger" and result["balanced"] and result["lines"]:
+            return self.call("ship")
+        if obs["t"] > 560:
+            return self.call("escalate")
+        return self.call("wait", ticks=40) if obs.get("tool") == "read_ledger" else self.call("read_ledger")
+
+
+def test_same_reads_tells_a_partial_commit_apart_from_a_whole_one():
+    """Two profiles whose ledgers hold the same deliveries at the same ticks, half of them partial under one:
+    an episode that reads `balanced` is derived across them only where it read no partial delivery, and each
+    row equals the episode played with nothing kept."""
+    from finbench.running.evaluation import COLUMNS, episode_row
+
+    ref = fb.PolicyRef("balanced_reader", _BalancedReader, cache_id="test:balanced_reader", builtin=True)
+    assert trusted(ref.make())
+    tasks, seeds = TASKS[:30], [0, 1]
+    arms = [fb.FaultProfile.none(), fb.FaultProfile.only("partial_commit", intensity=0.9)]
+    fb.clear_caches()
+    shared = [run_chunk(tasks, [ref], seeds, arm, fb.Costs(), None, True)[0] for arm in arms]
+    origins = shared[1]["origin"]
+    assert "derived_reads" in origins and "played" in origins  # both ways were taken
+    assert sum(shared[1]["fired_partial_commit"]) > 0
+    for arm, cols in zip(arms, shared):
+        alone = []
+        for task in tasks:
+            for seed in seeds:
+                fb.clear_caches()
+                alone.append(episode_row(task, ref, seed, arm, fb.Costs()))
+        assert list(zip(*(cols[c] for c in COLUMNS))) == alone, arm.name
+    assert shared[0]["disposition"] != shared[1]["disposition"]  # the flag decides: the arms differ
