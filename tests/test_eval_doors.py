@@ -17,7 +17,7 @@ from finbench.errors import show
 ROOT = Path(__file__).resolve().parents[1]
 
 # the doors are process-level: real processes, workers and timers (about 30 s in all): `make test`, not the fast tier
-pytestmark = pytest.mark.slow
+# tests marked slow wait on deadlines, threads and worker processes
 
 DOORS = '''
 import os, sys, threading, time
@@ -214,6 +214,7 @@ def test_an_agent_that_exits_or_is_no_policy(spec, code, says, doors, tmp_path, 
     assert not (tmp_path / "card").exists()
 
 
+@pytest.mark.slow
 def test_sys_exit_in_a_worker_process_exits_70(doors, tmp_path):
     """Run as a user runs it, two workers: the agent calls sys.exit(0) on a task past the first chunk."""
     proc = run_process(f"{doors}:LateQuitter", "--n-tasks", "30", "--seeds", "1", "--n-jobs", "2", "--no-cache",
@@ -227,6 +228,7 @@ def test_sys_exit_in_a_worker_process_exits_70(doors, tmp_path):
 
 # --- a wall-clock limit per episode ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec, says", [
     ("{doors}:Sleepy", "the agent 'sleepy' ran over the limit of 1 s per episode (--episode-timeout) on task "
                        "ord-0001, seed 0 (line {sleep}, in act); raised by policy 'sleepy'.act at step 1 (t=120)"),
@@ -253,6 +255,7 @@ def test_a_hanging_agent_is_stopped_in_one_episode(spec, says, doors, tmp_path, 
     assert not (tmp_path / "card").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_the_limit_holds_in_worker_processes(jobs, doors, tmp_path):
     start = time.monotonic()
@@ -267,6 +270,7 @@ def test_the_limit_holds_in_worker_processes(jobs, doors, tmp_path):
     assert took < 60 and proc.stdout == "" and not (tmp_path / "card").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", ["5", "0", "none"])
 def test_a_slow_honest_agent_is_not_stopped(limit, doors, tmp_path, capsys):
     got, out, err = run_eval(capsys, f"{doors}:Slow", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
@@ -275,6 +279,7 @@ def test_a_slow_honest_agent_is_not_stopped(limit, doors, tmp_path, capsys):
     assert (tmp_path / "card" / "report.md").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent, jobs, tasks, processes", [("Threader", "1", "9", 1), ("Threader", "2", "30", 3),
                                                             ("WorkerThreader", "2", "30", 2)])
 def test_a_thread_the_agent_leaves_does_not_keep_the_process(agent, jobs, tasks, processes, doors, tmp_path):
@@ -305,6 +310,7 @@ def _alive(pid: int) -> bool:
 
 # --- where the card goes -------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("out, why", [
     ("{file}", "it exists and is not a folder"),
     ("/dev/null", "it exists and is not a folder"),
@@ -324,6 +330,7 @@ def test_an_out_that_cannot_hold_the_card_exits_64(out, why, doors, tmp_path, ca
     assert stdout == "" and file.read_text() == "not a folder\n"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="Linux /proc only")
 def test_an_out_the_system_refuses_is_found_before_the_first_episode(doors, tmp_path, capsys):
     """/proc/x passes every check of the path's shape (its parent is a folder root may write to); only making
@@ -335,6 +342,7 @@ def test_an_out_the_system_refuses_is_found_before_the_first_episode(doors, tmp_
     assert stdout == "" and not os.path.exists("/proc/x")
 
 
+@pytest.mark.slow
 def test_the_installed_command_exits_though_a_thread_is_left(doors, tmp_path):
     """The `finbench` console script (not `python -m finbench`) writes the card, exits 0 and says why it did
     not wait for the thread the agent left."""
@@ -346,6 +354,7 @@ def test_the_installed_command_exits_though_a_thread_is_left(doors, tmp_path):
     assert (tmp_path / "card" / "report.md").is_file() and "exiting although 1 thread(s)" in proc.stderr
 
 
+@pytest.mark.slow
 def test_an_unwritable_out_exits_64(doors, tmp_path, capsys, monkeypatch):
     """A folder the process may not write in (root may write anywhere, so os.access is asked as a user would be)."""
     locked = tmp_path / "locked"
@@ -359,6 +368,7 @@ def test_an_unwritable_out_exits_64(doors, tmp_path, capsys, monkeypatch):
                    f"{show(str(locked / 'card'))}: {locked} is not writable (see finbench eval --help)\n")
 
 
+@pytest.mark.slow
 def test_a_name_too_long_for_the_default_folder_exits_64(doors, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FINBENCH_ROOT", str(tmp_path))
@@ -405,6 +415,7 @@ def test_a_name_that_reads_as_one_of_the_nine_exits_65(spec, says, doors, tmp_pa
     assert not (tmp_path / "card").exists()
 
 
+@pytest.mark.slow
 def test_a_name_cannot_add_markdown_or_move_the_terminal(doors, tmp_path, capsys):
     got, out, err = run_eval(capsys, f"{doors}:Piped", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
                              "--no-cache", "--out", tmp_path / "card")
@@ -430,6 +441,7 @@ def test_control_bytes_never_reach_the_terminal(doors, tmp_path, capsys):
     assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", err), repr(err)
 
 
+@pytest.mark.slow
 def test_help_states_the_doors(capsys):
     assert main(["eval", "--help"]) == 0
     text = re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))  # argparse wraps after a hyphen too

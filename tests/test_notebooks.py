@@ -10,7 +10,7 @@ import finbench as fb
 from finbench.pipeline import notebooks, run_notebook
 from finbench.analysis.tables import read_table
 
-pytestmark = pytest.mark.slow  # executes every notebook (make test-fast leaves it out)
+# tests marked slow execute notebooks (make test-fast leaves them out)
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_RUN = {"n_tasks": 30, "n_seeds": 2, "n_boot": 50, "n_jobs": 1}
@@ -101,6 +101,7 @@ def _written(folder: Path) -> dict[str, bytes]:
             if p.is_file() and p.parts[len(folder.parts)] in ("tables", "figures", "data")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", sorted(NOTEBOOKS))
 def test_notebook_writes_its_files_and_rewrites_them_identically(stem, executed, tmp_path):
     first = executed(stem)
@@ -114,6 +115,7 @@ def test_notebook_writes_its_files_and_rewrites_them_identically(stem, executed,
     assert _written(again) == files
 
 
+@pytest.mark.slow
 def test_00_corpus_matches_the_committed_table(executed):
     out = executed("00_corpus")
     # full size is cheap: the table must regenerate to the committed bytes
@@ -124,6 +126,7 @@ def test_00_corpus_matches_the_committed_table(executed):
     assert fb.load_corpus(out / "data" / "corpus_public.jsonl").fingerprint == fb.make_corpus().fingerprint
 
 
+@pytest.mark.slow
 def test_01_headline_content(executed):
     out = executed("01_headline")
     t2 = read_table(out / "tables" / "table2.csv").set_index("policy")
@@ -143,6 +146,7 @@ def test_01_headline_content(executed):
     assert gate_exact == pytest.approx(t2.loc["finality_gate", "exact_pct"])  # ours comes from the table
 
 
+@pytest.mark.slow
 def test_08_effects_content(executed):
     from finbench.grading import load_trace
 
@@ -162,6 +166,7 @@ def test_08_effects_content(executed):
     assert sum(r.get("op") == "capture" and r.get("new_effect") is True for r in example) >= 2
 
 
+@pytest.mark.slow
 def test_notebooks_share_one_session_cache(executed):
     executed("01_headline"), executed("08_effects")
     files = list(executed.cache.rglob("*.json"))
@@ -181,6 +186,7 @@ def test_notebooks_share_one_session_cache(executed):
             assert K.chunk_path(executed.cache, ref.label, key).exists()
 
 
+@pytest.mark.slow
 def test_04_ablation_content(executed):
     out = executed("04_ablation")
     t6 = read_table(out / "tables" / "table6.csv")
@@ -193,6 +199,7 @@ def test_04_ablation_content(executed):
     assert claims.loc["sop_interaction", "ours"] == pytest.approx(inter.loc["sop", "interaction"])
 
 
+@pytest.mark.slow
 def test_02_twins_content(executed):
     out = executed("02_twins")
     t4 = read_table(out / "tables" / "table4.csv").set_index("policy")
@@ -206,6 +213,7 @@ def test_02_twins_content(executed):
     assert claims.loc["optimistic_paired_loss", "ours"] == pytest.approx(t4.loc["optimistic", "paired_loss"])
 
 
+@pytest.mark.slow
 def test_07_plan_search_content(executed):
     out = executed("07_plan_search")
     t = read_table(out / "tables" / "plan_search.csv")
@@ -216,6 +224,7 @@ def test_07_plan_search_content(executed):
     assert claims.loc["reference_beaten", "ours"] == t.beaten.sum()
 
 
+@pytest.mark.slow
 def test_11_exploits_content(executed):
     out = executed("11_exploits")
     t = read_table(out / "tables" / "exploits.csv")

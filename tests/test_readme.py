@@ -11,7 +11,7 @@ import pytest
 
 from finbench.analysis.tables import read_table
 
-pytestmark = pytest.mark.slow  # runs the README's blocks as scripts in subprocesses (make test-fast leaves it out)
+# tests marked slow run the README's blocks as scripts in subprocesses (make test-fast leaves them out)
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -40,6 +40,7 @@ def test_the_two_commands_are_the_ones_ci_runs():
     assert all(re.search(rf"^{c}\b", ci, flags=re.M) for c in commands)
 
 
+@pytest.mark.slow
 def test_shell_blocks_run_as_printed():
     python = ROOT / ".venv" / "bin" / "python"
     if not python.exists():
@@ -75,6 +76,7 @@ def _run(code: str, tmp_path: Path) -> dict:
     return ns
 
 
+@pytest.mark.slow
 def test_python_blocks_run_as_printed(user, monkeypatch, capsys):
     from tests.agents.test_llm import Loopback
 
@@ -145,6 +147,7 @@ def outside(tmp_path):
     return work, root, env
 
 
+@pytest.mark.slow
 def test_the_install_serves_any_folder(outside):
     """`make venv`'s editable install, as the README's set-up says: the venv's python imports this clone's
     `finbench` from any folder, and the venv's `finbench` command has the subcommands eval and grade."""
@@ -167,6 +170,7 @@ def test_every_size_substitution_applies():
     assert all(printed not in _small(code) for code in PYTHON_BLOCKS for printed, _ in SMALL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BLOCK_NAMES)
 def test_python_blocks_run_as_scripts_from_any_folder(name, outside):
     """Each Python block saved as a file and run by the venv's python in an empty folder outside the clone,

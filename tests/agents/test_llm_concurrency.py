@@ -20,13 +20,14 @@ from finbench.experiments import model_arm as M
 from tests.agents.test_llm import KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere
 from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
-pytestmark = pytest.mark.slow  # loopback servers
+# tests marked slow run loopback servers
 
 
 def _files(folder) -> dict:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.jsonl"))}
 
 
+@pytest.mark.slow
 def test_rows_and_transcripts_are_the_same_for_any_number_of_connections(run, tmp_path):
     got = {}
     with MockServer(latency=0.02) as srv:
@@ -41,6 +42,7 @@ def test_rows_and_transcripts_are_the_same_for_any_number_of_connections(run, tm
         assert got[n].equals(got[1]) and files[n] == files[1]
 
 
+@pytest.mark.slow
 def test_the_episodes_requests_overlap_up_to_the_connections(run, tmp_path):
     """How much faster that is, is measured by `make bench-model`, not here: here, that they overlap."""
     with MockServer(latency=0.05) as srv:
@@ -51,6 +53,7 @@ def test_the_episodes_requests_overlap_up_to_the_connections(run, tmp_path):
         assert srv.stats()["max_in_flight"] == 1
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_re_asking_at_most_what_was_in_flight(run, tmp_path, key):
     runs = tmp_path / "runs"
     first = Loopback(kill_after=60)
@@ -87,6 +90,7 @@ def _eval(tmp_path, base_url, *more):
                  "--seeds", "2", "--n-jobs", "1", "--no-cache", "--transcripts", str(tmp_path / "runs"), *more])
 
 
+@pytest.mark.slow
 def test_eval_model_writes_a_card_whose_requests_are_what_the_server_received(tmp_path, capsys):
     with MockServer(latency=0.01) as srv:
         assert _eval(tmp_path, srv.base_url, "--out", str(tmp_path / "card")) == 0
@@ -124,6 +128,7 @@ def test_eval_model_writes_a_card_whose_requests_are_what_the_server_received(tm
     assert json.loads((tmp_path / "card3" / "card.json").read_text())["model"]["endpoint"] is None
 
 
+@pytest.mark.slow
 def test_eval_model_survives_a_rate_limit_and_counts_it(tmp_path, capsys):
     with MockServer(latency=0.02, max_in_flight=2) as srv:
         assert _eval(tmp_path, srv.base_url, "--out", str(tmp_path / "card"), "--max-connections", "6") == 0
@@ -134,6 +139,7 @@ def test_eval_model_survives_a_rate_limit_and_counts_it(tmp_path, capsys):
     assert stats["max_in_flight_answered"] <= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,says", [
     ([], "give AGENT (PATH.py:NAME or module:NAME) or --model NAME"),
     (["x.py:A", "--model", "m"], "give AGENT or --model, not both"),
@@ -156,6 +162,7 @@ def test_eval_model_against_a_server_that_is_not_running_says_so_at_once(tmp_pat
     assert not (tmp_path / "card").exists()
 
 
+@pytest.mark.slow
 def test_usage_is_shared_by_every_copy_of_an_agent(run, tmp_path):
     usage = Usage()
     with MockServer() as srv:
@@ -165,6 +172,7 @@ def test_usage_is_shared_by_every_copy_of_an_agent(run, tmp_path):
     assert (tmp_path / model_dir_name("careful")).is_dir()
 
 
+@pytest.mark.slow
 def test_a_thread_deadline_stops_a_slow_agent_on_threads(tmp_path, capsys):
     """On threads no alarm reaches the agent: its next call after the limit ends the run (the first episode,
     played alone beforehand, is quick)."""
@@ -181,6 +189,7 @@ def test_a_thread_deadline_stops_a_slow_agent_on_threads(tmp_path, capsys):
     assert time.monotonic() - started < 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("connections", ["1", "4"])
 def test_a_twin_pairs_halves_keep_transcripts_of_their_own(tmp_path, capsys, connections):
     """The halves of a twin pair share their order id and their brief: `evaluate` tells a `ModelAgent` which

@@ -28,7 +28,7 @@ from finbench.experiments import model_arm as M
 from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, _direct, _no_key_anywhere, _transcripts_of_a_healthy_run
 from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
-pytestmark = pytest.mark.slow  # loopback servers, worker processes and request deadlines (make test-fast leaves it out)
+# tests marked slow run loopback servers, worker processes and request deadlines (make test-fast leaves them out)
 
 
 class Raw:
@@ -160,6 +160,7 @@ def _shas(path: Path) -> list[str]:
     return [r["sha"] for r in _records(path) if r.get("kind") == "request"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,malformed", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_a_hostile_reply_is_a_turn_or_a_counted_malformed_call_and_resumes_as_it_played(
         run, tmp_path, key, fault, malformed):
@@ -200,6 +201,7 @@ def test_a_hostile_reply_is_a_turn_or_a_counted_malformed_call_and_resumes_as_it
     _no_key_anywhere(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_key_echoed_by_the_server_is_written_nowhere(run, tmp_path, key, capfd):
     echo = {}
 
@@ -239,6 +241,7 @@ def test_a_key_echoed_by_the_server_is_written_nowhere(run, tmp_path, key, capfd
     _no_key_anywhere(tmp_path, out.out, out.err)
 
 
+@pytest.mark.slow
 def test_data_model_runs_is_ignored_by_git():
     root = Path(__file__).resolve().parents[2]
     lines = (root / ".gitignore").read_text().split()
@@ -288,6 +291,7 @@ class Drip:
         self.sock.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("headers_first", [False, True], ids=["status line drips", "body drips"])
 def test_a_dripping_server_cannot_hold_a_request_past_the_timeout(run, tmp_path, key, headers_first):
     srv = Drip(headers_first=headers_first)
@@ -304,6 +308,7 @@ def test_a_dripping_server_cannot_hold_a_request_past_the_timeout(run, tmp_path,
     assert took < 2 * 1.0 + 2.0, took  # two deadlines and the client's backoff; a per-read timeout: ~100 s
 
 
+@pytest.mark.slow
 def test_model_names_map_to_folders_injectively(run, tmp_path, key):
     names = ["org/m", "org_m", "org:m", "ORG/m", "m" * 300, "ünïcode/m"]
     dirs = {model_dir_name(n) for n in names}
@@ -368,6 +373,7 @@ BREAKS = ["line 5", "request without turn", "header without model", "response ou
           "a link to nothing", "a link to /dev/zero"]
 
 
+@pytest.mark.slow
 def test_a_transcript_that_cannot_replay_is_set_aside_and_the_episode_played_again(run, tmp_path, key):
     runs = tmp_path / "runs"
     files = _transcripts_of_a_healthy_run(run, runs)
@@ -403,6 +409,7 @@ def _run_model_into(base_url: str, folder: str, out: str) -> None:
     Path(out).write_bytes(pickle.dumps(rows))
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_folder_leave_every_transcript_replayable(run, tmp_path, key):
     srv = Loopback()
     ctx = multiprocessing.get_context("fork")

@@ -20,7 +20,7 @@ from finbench.experiments import model_arm as M
 from tests.agents.test_llm import KEY, KEY_ENV, MODEL, Loopback, Script, _bare, _direct, _no_key_anywhere
 from tests.agents.test_llm import key, run  # noqa: F401 - the shared fixtures (API key, the subset's Run)
 
-pytestmark = pytest.mark.slow  # loopback servers and request deadlines (make test-fast leaves it out)
+# tests marked slow wait on request deadlines (make test-fast leaves them out)
 
 # 2 + 2 * turn messages at a turn: turn 18 (38 messages) is refused, so the subset's two 20-call episodes
 # (the unresolvable twins) end there and every other (at most 18 calls) finishes
@@ -61,6 +61,7 @@ def _ends(runs) -> dict:
     return {p.name.split("__")[0]: read_transcript(p)[-1] for p in (runs / model_dir_name(MODEL)).glob("*.jsonl")}
 
 
+@pytest.mark.slow
 def test_a_conversation_too_long_for_the_server_ends_its_episode_and_the_run_goes_on(run, tmp_path, key):
     runs = tmp_path / "runs"
     srv = Echo(max_messages=MAX_MESSAGES)
@@ -172,6 +173,7 @@ def test_other_client_errors_still_stop_the_run(run, tmp_path, key, status, mess
     assert SCRUBBED in str(err.value) and _bare(KEY) not in _bare(json.dumps(err.value.body))
 
 
+@pytest.mark.slow
 def test_the_key_echoed_in_another_case_or_with_separators_is_scrubbed():
     for echoed in _echoes(KEY):
         assert scrub({"a": [f"x {echoed} y"], echoed: 1}, KEY) == {"a": [f"x {SCRUBBED} y"], SCRUBBED: 1}, echoed
@@ -187,6 +189,7 @@ def test_the_key_echoed_in_another_case_or_with_separators_is_scrubbed():
     assert scrub("ship it", "ship") == "ship it"
 
 
+@pytest.mark.slow
 def test_the_key_echoed_transformed_is_written_nowhere(run, tmp_path, key, capfd):
     srv = Echo(max_messages=MAX_MESSAGES)
     try:
@@ -200,6 +203,7 @@ def test_the_key_echoed_transformed_is_written_nowhere(run, tmp_path, key, capfd
     _no_key_anywhere(tmp_path, out.out, out.err)
 
 
+@pytest.mark.slow
 def test_timeout_and_max_tokens_reach_the_request(run, tmp_path, key):
     srv = Loopback(faults={1: "slow"})  # one reply slower than the timeout: the client gives up and retries
     try:
@@ -225,6 +229,7 @@ def test_timeout_and_max_tokens_reach_the_request(run, tmp_path, key):
     assert {s["max_tokens"] for s in srv.seen[n:]} == {None}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw,name", [
     ({"max_tokens": "1024"}, "max_tokens"), ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": True}, "max_tokens"),
     ({"max_tokens": 512.0}, "max_tokens"), ({"timeout": "120"}, "timeout"), ({"timeout": 0}, "timeout"),

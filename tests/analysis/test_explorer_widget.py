@@ -11,7 +11,7 @@ from finbench.sim import constants as C
 from finbench.running.episode import episode_contract
 from finbench.analysis.explorer_widget import ARMS, explorer
 
-pytestmark = pytest.mark.slow  # evaluations in worker processes and an executed notebook (make test-fast leaves it out)
+# tests marked slow evaluate in worker processes or execute a notebook (make test-fast leaves them out)
 
 N_TASKS, SEEDS = 30, (0, 1)
 
@@ -46,6 +46,7 @@ def ex():
     return explorer(n_tasks=N_TASKS, seeds=SEEDS, policy="optimistic", archetype="pending_fail", cache=False)
 
 
+@pytest.mark.slow
 def test_a_widget_drawn_at_its_first_selection(ex):
     assert isinstance(ex, widgets.Widget) and isinstance(ex.output, widgets.Output)
     assert set(ex.controls) == {"arm", "probe", "policy", "archetype", "verdict", "episode"}
@@ -64,6 +65,7 @@ def test_a_widget_drawn_at_its_first_selection(ex):
     assert json.dumps(ex.output.outputs)  # what the frontend is sent: plain JSON
 
 
+@pytest.mark.slow
 def test_changing_a_dropdown_redraws_once_with_the_new_rows(ex):
     before = ex.draws
     ex.controls["policy"].value = "sop"
@@ -85,6 +87,7 @@ def _set(ex, **values):
         ex.controls[name].value = value
 
 
+@pytest.mark.slow
 def test_the_slider_steps_through_the_matching_episodes(ex):
     _set(ex)
     expected = _rows(policy="optimistic", archetype="pending_fail")
@@ -103,6 +106,7 @@ def test_the_slider_steps_through_the_matching_episodes(ex):
                                                                              archetype="settled_clean").task_id[0]
 
 
+@pytest.mark.slow
 def test_an_arm_and_a_probe_mode_make_their_own_run(ex):
     _set(ex)
     loss = fb.FaultProfile.only("loss")
@@ -121,6 +125,7 @@ def test_an_arm_and_a_probe_mode_make_their_own_run(ex):
     assert [v for _, v in ex.controls["policy"].options] == ["", *fb.POLICIES]
 
 
+@pytest.mark.slow
 def test_no_match_says_so_and_draws_nothing(ex):
     _set(ex)
     df = _rows()
@@ -136,6 +141,7 @@ def test_no_match_says_so_and_draws_nothing(ex):
     assert ex.row is not None and ex.row["policy"] == empty[0]
 
 
+@pytest.mark.slow
 def test_redraws_leave_no_figure_open(ex):
     _set(ex)
     open_before = set(plt.get_fignums())
@@ -144,12 +150,14 @@ def test_redraws_leave_no_figure_open(ex):
     assert set(plt.get_fignums()) == open_before
 
 
+@pytest.mark.slow
 def test_static_displays_what_the_output_holds(ex, capsys):
     ex.static()  # no IPython shell here: IPython's display prints each bundle
     printed = capsys.readouterr().out
     assert ex.message.splitlines()[0] in printed and "image/png" in printed
 
 
+@pytest.mark.slow
 def test_a_label_outside_the_nine_joins_the_run_and_a_pick_is_honoured():
     ex = explorer(n_tasks=N_TASKS, seeds=SEEDS, policy="sop[patience=60]", pick=2, cache=False)
     assert ex.run.labels[-1] == "sop[patience=60]" and ("sop[patience=60]", "sop[patience=60]") in ex.controls["policy"].options
@@ -167,6 +175,7 @@ def test_bad_first_selection_is_refused(kw, error):
         explorer(n_tasks=N_TASKS, seeds=SEEDS, cache=False, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("notebook-explore")
 def test_the_executed_notebook_shows_the_widget_and_the_figure(executed):
     """Headless (papermill), the notebook holds the widget's view and, as plain outputs, the first
@@ -241,6 +250,7 @@ def _reference(form: str, agent_file):
             "factory": lambda: EarlyEscalator(probes=3)}[form], "early_escalator"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["class", "instance", "factory", "registered", "registered with knobs", "file",
                                   "file factory"])
 def test_any_policy_reference_is_explored_beside_the_nine(form, agent_file, cache):
@@ -262,18 +272,21 @@ def test_any_policy_reference_is_explored_beside_the_nine(form, agent_file, cach
 N_TASKS_EPISODES = len(fb.make_corpus(n_tasks=N_TASKS)) * len(SEEDS)
 
 
+@pytest.mark.slow
 def test_a_users_agent_rows_are_its_own_evaluation(cache):
     ex = explorer(n_tasks=N_TASKS, seeds=SEEDS, policy=EarlyEscalator, cache=cache)
     own = fb.evaluate(fb.make_corpus(n_tasks=N_TASKS), [EarlyEscalator], SEEDS, cache=False)
     assert list(ex.rows.task_id) == list(own.task_id) and list(ex.rows.gap) == pytest.approx(list(own.gap))
 
 
+@pytest.mark.slow
 def test_a_registered_name_plays_in_worker_processes(cache):
     fb.register_policy("escalator_registered", lambda probes=1: EarlyEscalator(probes), replace=True)
     ex = explorer(n_tasks=N_TASKS, seeds=SEEDS, policy="escalator_registered", n_jobs=2, cache=cache)
     assert ex.row["policy"] == "escalator_registered" and " · escalator_registered · " in ex.title
 
 
+@pytest.mark.slow
 def test_the_counts_shown_follow_the_selection(ex):
     _set(ex)
     everything = _rows()
@@ -304,6 +317,7 @@ def agent_rows():
     return fb.evaluate(fb.make_corpus(n_tasks=N_TASKS), [EarlyEscalator], SEEDS, cache=False)
 
 
+@pytest.mark.slow
 def test_rows_from_a_dataframe_are_explored_and_replayed_with_their_policy(agent_rows):
     ex = explorer(rows=agent_rows, policy=EarlyEscalator)
     assert len(ex.rows) == len(agent_rows) and list(ex.rows.gap) == pytest.approx(list(agent_rows.gap))
@@ -330,6 +344,7 @@ def test_rows_whose_policy_cannot_be_rebuilt_are_listed_and_say_what_cannot_be_d
     assert ex.draws == before + 1 and ex.row.equals(ex.rows.iloc[1]) and "cannot draw" in ex.message
 
 
+@pytest.mark.slow
 def test_rows_of_the_nine_replay_without_being_told_the_policy():
     rows = _rows(policy="sop")
     ex = explorer(rows=rows)
@@ -351,6 +366,7 @@ def card_dir(tmp_path_factory, agent_file):
     return out
 
 
+@pytest.mark.slow
 def test_rows_of_a_report_card_by_path_are_replayed_under_its_stamp(card_dir, agent_file):
     ex = explorer(rows=card_dir / "rows.csv", policy=f"{agent_file}:Escalator")
     assert ex.controls["arm"].value == "only:loss" and "profile only:loss" in ex.message

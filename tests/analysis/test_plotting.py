@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 
 from finbench.analysis import plotting  # noqa: E402
 
-pytestmark = pytest.mark.slow  # figures drawn again in subprocesses (make test-fast leaves it out)
+# tests marked slow draw figures again in subprocesses (make test-fast leaves them out)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,6 +48,7 @@ def _figure1():
     return fig
 
 
+@pytest.mark.slow
 def test_apply_style_sets_the_documented_rc():
     rc = matplotlib.rcParams
     assert rc["pdf.fonttype"] == 42
@@ -55,6 +56,7 @@ def test_apply_style_sets_the_documented_rc():
     assert rc["svg.hashsalt"] == "finbench"
 
 
+@pytest.mark.slow
 def test_saving_the_same_figure_twice_is_byte_identical(tmp_path):
     fig = _figure1()
     first = plotting.save(fig, "fig1", tmp_path / "one")
@@ -64,6 +66,7 @@ def test_saving_the_same_figure_twice_is_byte_identical(tmp_path):
         assert a.read_bytes() == b.read_bytes(), a.name
 
 
+@pytest.mark.slow
 def test_rebuilding_the_figure_is_byte_identical(tmp_path):
     a = plotting.save(_figure1(), "fig1", tmp_path / "one")
     b = plotting.save(_figure1(), "fig1", tmp_path / "two")
@@ -81,6 +84,7 @@ def test_files_carry_no_timestamp_or_version(tmp_path):
     assert b"Software" not in png.read_bytes()
 
 
+@pytest.mark.slow
 def test_figures_are_byte_identical_across_processes(tmp_path):
     script = textwrap.dedent(
         f"""
@@ -117,6 +121,7 @@ def test_figure1_draws_every_policy_on_percent_axes():
     assert diagonal == [[0, 0], [100, 100]]
 
 
+@pytest.mark.slow
 def test_figure1_rejects_percentages():
     with pytest.raises(ValueError, match="fractions"):
         plotting.plot_exact_vs_pass5(TABLE * 100)

@@ -17,7 +17,7 @@ from finbench.experiments import splits as S
 from finbench.analysis.tables import read_table
 from finbench.sim.splitseeds import regenerated_seeds, split_seeds
 
-pytestmark = pytest.mark.slow  # full-size regenerated corpora, subprocesses and a notebook (make test-fast leaves it out)
+# tests marked slow use full-size regenerated corpora, subprocesses and a notebook (make test-fast leaves them out)
 
 ROOT = Path(__file__).resolve().parents[2]
 N_SPLITS = 3
@@ -25,6 +25,7 @@ N_SPLITS = 3
 
 # --- split seeds -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_split_seeds_are_distinct_and_never_the_public_or_regenerated_seed():
     s = regenerated_seeds(500)
     assert len(set(s)) == 500
@@ -45,6 +46,7 @@ def test_split_seeds_are_the_same_in_another_process():
     assert out.stdout.strip() == str(list(regenerated_seeds(12)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", [-1, 1.5, "3", True, 10**6])
 def test_split_seeds_refuse_bad_counts(bad):
     with pytest.raises(fb.FinbenchError):
@@ -60,6 +62,7 @@ def small():
     return run, values, verdicts
 
 
+@pytest.mark.slow
 def test_corpora_in_parallel_give_the_same_frames_and_counts(tmp_path):
     """One corpus a worker: the frames of one process, the workers' episodes counted here, and
     their episodes cached where one process finds them."""
@@ -93,6 +96,7 @@ def test_corpora_in_parallel_give_the_same_frames_and_counts(tmp_path):
     assert counted(run.replace(cache=tmp_path / "par"))[1] == {"simulated": 0, "loaded": one["simulated"]}
 
 
+@pytest.mark.slow
 def test_a_worker_s_warnings_reach_the_caller_and_a_bad_n_jobs_is_named():
     import warnings
 
@@ -148,6 +152,7 @@ def test_an_error_in_a_worker_reaches_the_caller_named():
         S.across(run.replace(n_jobs=1), split_seeds(1, 919), H, also=(Fails,))
 
 
+@pytest.mark.slow
 def test_every_corpus_holds_table2_and_the_headline_claims(small):
     run, values, verdicts = small
     seeds = [C.PUBLIC_SEED, *split_seeds(N_SPLITS)]
@@ -172,6 +177,7 @@ def _direct(run, seed):
     return tables["table2"], claims_frame(H.claims(tables)).set_index("id")
 
 
+@pytest.mark.slow
 def test_per_claim_counts_equal_a_direct_recount(small):
     run, _, verdicts = small
     counts = S.claim_counts(verdicts).set_index("id")
@@ -192,6 +198,7 @@ def test_per_claim_counts_equal_a_direct_recount(small):
     assert (counts.public_verdict == pub.verdict.reindex(counts.index)).all()
 
 
+@pytest.mark.slow
 def test_spread_is_the_regenerated_corpora_values_beside_the_paper_records(small):
     run, values, verdicts = small
     sp = S.spread(values, verdicts).set_index(["policy", "metric"])
@@ -216,6 +223,7 @@ def test_spread_is_the_regenerated_corpora_values_beside_the_paper_records(small
     assert sp.loc[("sop", "passk_pct"), "claim_id"] == "sop_passk"
 
 
+@pytest.mark.slow
 def test_further_claims_join_on_every_corpus_under_their_experiment():
     run = fb.Run.make(n_tasks=30, seeds=range(2), n_boot=20, cache=False)
     calls = []
@@ -268,6 +276,7 @@ def test_a_claim_whose_number_is_not_its_table_cell_is_refused():
         S.across(run, [C.REGEN_SEED, C.REGEN_SEED], H)
 
 
+@pytest.mark.slow
 def test_claims_across_corpora_follow_the_majority():
     def row(**kw):
         base = {"experiment": "headline", "id": "x", "claim": "c", "paper": 1.0, "paper_lo": np.nan, "paper_hi": np.nan, "public_ours": 1.0,
@@ -297,6 +306,7 @@ def notebook(executed):
     return executed("10_splits")
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("notebook-10_splits")  # on the worker that executes it for tests/test_notebooks.py
 def test_notebook_tables_agree_with_each_other(notebook):
     t = notebook / "tables"

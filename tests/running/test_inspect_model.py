@@ -14,7 +14,7 @@ from finbench.agents.mock_server import MockServer
 from finbench.cli import main
 from finbench.running.inspect_task import context_refusal, unscored
 
-pytestmark = pytest.mark.slow  # loopback servers and Inspect runs
+# tests marked slow start loopback servers and Inspect runs
 
 inspect_ai = pytest.importorskip("inspect_ai")
 
@@ -29,6 +29,7 @@ def local(monkeypatch):
     return point
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wording", ["llamacpp", "vllm"])
 def test_a_context_length_refusal_closes_and_scores_the_sample(local, tmp_path, wording):
     task = fb.inspect_task(n_tasks=30, subset_size=12)
@@ -48,6 +49,7 @@ def test_a_context_length_refusal_closes_and_scores_the_sample(local, tmp_path, 
             assert ep["disposition"] == "close" and ep["turns"] == 6  # the 7th request has 14 messages: refused
 
 
+@pytest.mark.slow
 def test_finbench_inspect_exits_1_when_a_sample_is_unscored_and_0_when_all_are(local, tmp_path, capsys):
     args = ["inspect", "--model", MODEL, "-T", "n_tasks=30", "-T", "subset_size=12", "--limit", "3",
             "--max-connections", "3", "--log-dir", str(tmp_path)]
@@ -86,6 +88,7 @@ def test_context_refusal_reads_the_provider_and_its_cause():
     assert context_refusal(Other()) is None and context_refusal(ValueError("x")) is None
 
 
+@pytest.mark.slow
 def test_the_registered_task_runs_from_any_folder(tmp_path):
     from tests.running.test_inspect_cli import BIN, offline_env
 

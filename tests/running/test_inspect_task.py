@@ -33,7 +33,7 @@ from inspect_ai.model import (ChatCompletionChoice, ChatMessageAssistant, ModelO
                               get_model)
 from inspect_ai.tool import ToolCall  # noqa: E402
 
-pytestmark = pytest.mark.slow  # Inspect evaluations, its command line in a subprocess (make test-fast leaves it out)
+# tests marked slow run Inspect evaluations (make test-fast leaves them out)
 
 USAGE = ModelUsage(input_tokens=10, output_tokens=5, total_tokens=15)
 
@@ -127,6 +127,7 @@ def test_samples_are_the_episodes():
         fb.PUBLIC_SEED, 30), 8)]
 
 
+@pytest.mark.slow
 def test_a_model_playing_a_policy_scores_as_the_policy_plays():
     """The acceptance run: tool calls (probe, wait, ship...) through Inspect's tools, scores for every sample,
     each equal to the same policy's episode played directly."""
@@ -149,6 +150,7 @@ def test_a_model_playing_a_policy_scores_as_the_policy_plays():
     assert set(means) == {"gap", "exact", "violation", "unscorable"}
 
 
+@pytest.mark.slow
 def test_a_model_that_never_calls_a_tool_closes_the_case():
     log = run(inspect_task(n_tasks=9), [output(text="I will not use tools.") for _ in range(3)])
     assert log.status == "success", log.error
@@ -201,6 +203,7 @@ def test_a_sample_stopped_by_a_limit_is_still_closed_and_scored():
     assert 1 <= ep["n_calls"] < 40 and "finbench" in log.samples[0].scores
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw,word", [({"subset": "most"}, "subset"), ({"seeds": []}, "seeds"),
                                      ({"n_tasks": 0}, "n_tasks"), ({"seeds": 3}, "seeds"),
                                      ({"subset_size": 0}, "size")])
@@ -209,6 +212,7 @@ def test_bad_arguments_name_themselves(kw, word):
         inspect_task(**{"n_tasks": 9, **kw})
 
 
+@pytest.mark.slow
 def test_replies_without_a_usage_run_offline(monkeypatch, tmp_path):
     """The mock counts a reply's missing usage without tiktoken's download (the socket guard would see one);
     a usage a reply carries is kept."""
