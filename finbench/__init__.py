@@ -38,6 +38,9 @@ _EXPORTS = {
     "analysis.explorer_widget": ("explorer",),
     "running.inspect_task": ("inspect_task",),
     "card": ("ReportCard", "card_of", "report_card"),
+    "sharing.submitted": ("read_submitted",),
+    "sharing.compare": ("compare",),
+    "sharing.leaderboard": ("leaderboard",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -1,14 +1,14 @@
 """One agent's report card beside SPEC's nine: what `python -m finbench eval` computes and writes.
 
     card = report_card(Patient, n_tasks=30, seeds=range(2))   # or card_of(run, "patient") for any Run
-    card.write("build/eval/patient")    # report.md, card.json, rows.csv, worst_twin_pair.png (+ .pdf)
+    card.write("build/eval/patient")    # report.md, report.html, card.json, rows.csv, worst_twin_pair.png (+ .pdf)
     print(card.summary())               # the one-screen summary the command prints
 
-The card reads the experiment layer's own tables (Table II and III and the gap by archetype from
-`experiments.headline`, Table IV from `experiments.twins`, the split of `exactly_one_effect` from
-`experiments.effects`), so its numbers are the notebooks' numbers for the same run; what it adds (invalid
-calls, how cases ended, calls and ticks, pass^k for every k, its losses against the gate) is
-`analysis.card_tables`; `card.json` holds all of it (docs/card.md). At the top: it imports the experiments.
+The card reads the experiment layer's own tables (Table II and III and the gap by archetype from `headline`,
+Table IV from `twins`, the split of `exactly_one_effect` from `effects`), so its numbers are the notebooks'
+numbers for the same run; what it adds (invalid calls, how cases ended, calls and ticks, pass^k for every k,
+its losses against the gate) is `analysis.card_tables`; `card.json` holds all of it (docs/card.md), and
+`report.html` shows it (`sharing.report_page`). At the top: it imports the experiments.
 """
 from __future__ import annotations
 
@@ -251,8 +251,7 @@ class ReportCard:
             out += [f"In the commands, replace {' and '.join(what[p] for p in self.facts['placeholders'])}.", ""]
         return out
 
-    def headline(self) -> str:
-        """One sentence: the agent's accuracy, money, effect violations and difference to the gate."""
+    def headline(self) -> str:  # one sentence: accuracy, money, effect violations, difference to the gate
         return self._headline(_line(self.agent))
 
     def _headline(self, a: str) -> str:
@@ -274,9 +273,8 @@ class ReportCard:
                 f"{int(r.rank_paired)} of {len(t)} by paired loss, {int(r.rank_exact)} by exact %.")
 
     def _checks_markdown(self, a: str) -> str:
-        shown = self.checks.rename(columns={"fail_pct": f"{a} fail %", "unknown_pct": f"{a} unknown %",
-                                            "gate_fail_pct": "gate fail %"})
-        return shown.to_markdown(index=False, floatfmt=".1f")
+        return self.checks.rename(columns={"fail_pct": f"{a} fail %", "unknown_pct": f"{a} unknown %",
+                                           "gate_fail_pct": "gate fail %"}).to_markdown(index=False, floatfmt=".1f")
 
     def summary(self) -> str:
         """The one-screen summary the command prints (warnings first, when there are any)."""
@@ -341,7 +339,8 @@ class ReportCard:
         return T.card_json(self)
 
     def write(self, out: str | Path) -> list[Path]:
-        """Write report.md, card.json, rows.csv and the worst twin pair's timeline into `out`; the paths written."""
+        """Write report.md, report.html, card.json, rows.csv and the worst twin pair's timeline into `out`; the
+        paths written."""
         from finbench.analysis.publish import publish  # lazy: matplotlib loads only to draw
 
         out = Path(out)
@@ -355,7 +354,10 @@ class ReportCard:
         paths.insert(0, atomic_write(out / "rows.csv", header + body))
         text = json.dumps(self.as_json(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
         paths.insert(0, atomic_write(out / "card.json", text))
-        paths.insert(0, atomic_write(out / "report.md", self.markdown()))
+        paths.insert(0, atomic_write(out / "report.md", markdown := self.markdown()))
+        from finbench.sharing.report_page import report_html  # lazy: matplotlib loads only to draw
+        png = (out / f"{FIGURE}.png").read_bytes() if self.worst is not None else None
+        paths.insert(1, atomic_write(out / "report.html", report_html(json.loads(text), markdown, png)))
         return paths
 
     def figure(self):

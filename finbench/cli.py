@@ -81,6 +81,7 @@ from finbench.errors import FinbenchError, show
 from finbench.eval_cli import EXIT_NOINPUT, EXIT_SOFTWARE, EXIT_USAGE, TIMEOUT, cmd_eval, plain
 from finbench.commands import model as M
 from finbench.commands import options as O
+from finbench.commands.sharing import add_sharing
 from finbench.commands.verify import add_verify
 from finbench.grading import CHECKS, MAX_MONEY, Contract, TraceError, grade_trace, load_trace
 
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     M.add_mock_server(commands)
     M.add_inspect(commands)
     add_verify(commands)
+    add_sharing(commands)
     reproduce = commands.add_parser(
         "reproduce", help="run the notebooks headless: every table and figure (make reproduce)",
         description="Run the notebooks headless, full size, regenerating tables/ and figures/ (as make reproduce).")
@@ -203,7 +205,8 @@ def _add_eval(commands) -> None:
         "eval",
         help="run your agent beside the nine policies and write its report card",
         description=(f"Run a policy ({O.POLICY}) beside SPEC's nine on the corpus, and write its report card: "
-                     "report.md, card.json (docs/card.md), rows.csv and its worst twin pair's timeline. Invalid "
+                     "report.md, report.html (one page with figures, opens from disk), card.json (docs/card.md), rows.csv and its "
+                     "worst twin pair's timeline. Invalid "
                      "calls above 5% of the agent's calls head the card and the summary printed."),
         epilog=("Exit codes: 0 the card was written; 64 a bad option value, AGENT spelling or --out (not a folder "
                 "the card can be written to; or the default build/eval/<name>/ when the agent's name is too long "
@@ -257,7 +260,9 @@ def _add_eval(commands) -> None:
     model.add_argument("--max-retries", type=O.nonneg, default=5, metavar="N",
                        help="retries of a request after a 408/409/429/5xx, a timeout or a dropped connection, with "
                             "exponential backoff (default: 5)")
-    ev.add_argument("--out", type=O.out, metavar="DIR", help="where the card goes (default: build/eval/<name>/)")
+    ev.add_argument("--out", type=O.out, metavar="DIR",
+                    help="where the card goes (default: build/eval/<name>/ of the clone when run inside it, else of "
+                         "the current folder; the path is printed at the end)")
     ev.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
                     help="read and write the episode cache data/cache/, shared with the notebooks (default: yes)")
     ev.set_defaults(func=cmd_eval, parser=ev)

@@ -37,6 +37,13 @@ def _users(filename: str) -> bool:
                 or "site-packages" in filename)
 
 
+def note(message: str) -> None:
+    """Say something the user should know that is no error (`note: ...`): on stderr in a terminal, where stdout
+    holds results; as a plain line of output in a Jupyter kernel, which shows stderr as a red error box."""
+    out = sys.stdout if type(sys.stderr).__module__.startswith("ipykernel") else sys.stderr
+    print(f"note: {message}", file=out)
+
+
 def warn_caller(message: str, category: type[Warning]) -> None:
     """Warn at the user's line: the first frame up the stack that is neither the package's nor an installed
     library's, however many of those lie between (the package's helpers, a wrapper a tool puts around a

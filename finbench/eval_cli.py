@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from finbench.files import at_root
+from finbench.files import root
 from finbench.commands import guard as G
 from finbench.errors import FinbenchError, PolicyError, show
 
@@ -232,11 +232,18 @@ def public_tasks(task_ids):
     return Corpus(tuple(t for t in corpus_for(C.PUBLIC_SEED).tasks if t.task_id in chosen), C.PUBLIC_SEED)
 
 
+def default_home() -> Path:
+    """The folder `build/eval/` goes under: the clone's root when the command runs inside the clone (whichever
+    subfolder), else the current folder (a project of the user's, with the package installed)."""
+    here, top = Path.cwd().resolve(), root().resolve()
+    return top if here == top or top in here.parents else here
+
+
 def _default_out(label: str) -> Path:
-    """build/eval/<name>/ under the repository root (not the working directory), refused (64) when the
-    name cannot be a folder's or the folder cannot be written."""
+    """build/eval/<name>/ under `default_home()`, refused (64) when the name cannot be a folder's or the
+    folder cannot be written."""
     slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label).strip(".") or "agent"
-    out = at_root(Path("build") / "eval" / slug)
+    out = default_home() / "build" / "eval" / slug
     size = len(os.fsencode(slug))
     if size > 255:
         raise _Refused(EXIT_USAGE, f"the agent's name {show(label)} is {size} bytes, too long for the folder "

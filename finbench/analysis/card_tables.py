@@ -28,9 +28,9 @@ from finbench.sim import constants as C
 from finbench.sim.corpus import corpus_for
 from finbench.sim.economics import Costs
 
-__all__ = ["INVALID_WARN_PCT", "OUTCOMES", "SCHEMA", "card_facts", "card_json", "checks_table",
-           "commit", "corpus_expr", "dispositions", "draw_command", "examples", "invalid_calls", "outcome_of", "pass_k",
-           "usage", "worst_pair"]
+__all__ = ["INVALID_WARN_PCT", "OUTCOMES", "SCHEMA", "card_facts", "card_json", "checks_table", "commit",
+           "corpus_expr", "dispositions", "draw_command", "examples", "invalid_calls", "json_ready", "outcome_of",
+           "pass_k", "usage", "worst_pair"]
 
 SCHEMA = "finbench-card/2"
 """card.json's schema (docs/card.md); bumped whenever a field changes meaning or goes away."""
@@ -258,9 +258,10 @@ def _lit(text: str) -> str:
     return json.dumps(text)  # a double-quoted Python literal
 
 
-def draw_command(run, task_ids, seed: int, agent_expr: str, gate: str, out: str) -> str:
-    """The shell line that draws the agent (left) and the gate (right) on `task_ids` under `seed` and the run's
-    profile, costs and probe into the PNG `out`; a placeholder `CORPUS` when no expression builds the corpus."""
+def draw_command(run, task_ids, seed: int, agent_expr: str, gate: str, out: str, other_expr: str = "") -> str:
+    """The shell line that draws the agent (left) and the gate (right; or the policy `other_expr` names) on
+    `task_ids` under `seed` and the run's profile, costs and probe into the PNG `out`; a placeholder `CORPUS`
+    when no expression builds the corpus."""
     from finbench.sim.faults import FaultProfile  # lazy: only to compare with the default
 
     head = ["import finbench as fb"]
@@ -278,10 +279,11 @@ def draw_command(run, task_ids, seed: int, agent_expr: str, gate: str, out: str)
     if not run.probe.is_full:
         head.append("from finbench.analysis.explore import probe_named")
         extra += f", probe=probe_named({_lit(run.probe.name)})"
-    if agent_expr.startswith("policy_ref("):
+    if "policy_ref(" in agent_expr + other_expr:
         head.append("from finbench.agents.loading import policy_ref")
     code = "; ".join([*head, f"c = {corpus}",
-                      f"fb.timeline_figure([{tasks}], policies=({agent_expr}, {_lit(gate)}), seed={seed}{extra})"
+                      f"fb.timeline_figure([{tasks}], policies=({agent_expr}, {other_expr or _lit(gate)}), "
+                      f"seed={seed}{extra})"
                       f".savefig({_lit(out)})"])
     return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
 
@@ -328,17 +330,18 @@ def card_facts(rows: pd.DataFrame, run, agent: str, gate: str, spec: str | None 
         "examples": ex,
         "placeholders": [p for p, used in (("AGENT", who == "AGENT"), ("CORPUS", corpus_expr(run.corpus) is None))
                          if used],
+        "agent_expr": who,
     }
 
 
 # --- card.json ------------------------------------------------------------------------------------------------
 
-def _clean(value):
+def json_ready(value):
     """JSON-ready: numpy scalars as Python numbers, NaN and infinities as null, tuples as lists."""
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_ready(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -381,7 +384,7 @@ def card_json(card) -> dict:
     archetypes = [{"archetype": r.archetype, "episodes": r.episodes, "exact_pct": exact.loc[a, r.archetype],
                    "gate_exact_pct": exact.loc[gate, r.archetype], "mean_gap": r.agent, "gate_mean_gap": r.gate,
                    "diff": r.diff} for r in card.gaps.itertuples(index=False)]
-    return _clean({
+    return json_ready({
         "schema": SCHEMA, "agent": a, "gate": gate, "stamp": {**card.stamp(), "commit": card.meta.get("commit")},
         "source": f["source"], "warnings": card.warnings(),
         "headline": {"k": k, "agent": headline(a), "gate": headline(gate)},
@@ -394,6 +397,9 @@ def card_json(card) -> dict:
         "checks": card.checks.to_dict("records"),
         "pass_k": f["pass_k"],
         "twin_pairs": None if card.table4 is None else {"agent": twin(a), "gate": twin(gate)},
+        "table2": [{"policy": p, "privileged": bool(t2.loc[p, "privileged"]), **headline(p)} for p in t2.index],
+        "table4": None if card.table4 is None else [{"policy": p, **twin(p)} for p in card.table4["policy"]],
         "worst_pair": f["worst_pair"], "examples": f["examples"], "placeholders": f["placeholders"],
+        "agent_expr": f["agent_expr"],
         "model": f.get("model"),
     })

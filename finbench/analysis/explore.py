@@ -47,7 +47,7 @@ from finbench.running.run import Run, costs_label, seeds_label
 from finbench.running.episode import episode_contract
 
 __all__ = ["ROW_COLUMNS", "VERDICTS", "Replay", "checks", "counts", "explore_run", "explored_policy", "pick_row",
-           "probe_named", "profile_named", "read_rows", "recorded", "rows_replay", "select"]
+           "probe_named", "profile_named", "read_rows", "rebuilt", "recorded", "rows_replay", "select"]
 
 VERDICTS = ("pass", "violation", "unscorable")
 """The effect-level grader's verdicts (the `verdict` column of `evaluate`'s rows)."""
@@ -316,7 +316,7 @@ def rows_replay(rows: pd.DataFrame, *, policy: Any = None, master_seed: int = C.
             raise FinbenchError(f"{where}: policy must be one of the rows' policies ({', '.join(labels)}) or a policy "
                                 f"labelled as one, got {show(policy)}{named}")
     label = given.label if given is not None else (policy or "").strip()
-    why, corpus, costs = _rebuilt(stamp, rows, master_seed, n_tasks)
+    why, corpus, costs = rebuilt(stamp, rows, master_seed, n_tasks)
     refs, cannot = [], {}
     for name in labels:
         if why:
@@ -351,7 +351,7 @@ def _stamped(where: str, name: str, given, stamped, default: str, parse) -> str:
     return stamped
 
 
-def _rebuilt(stamp: dict, rows: pd.DataFrame, master_seed: int, n_tasks: int | None):
+def rebuilt(stamp: dict, rows: pd.DataFrame, master_seed: int, n_tasks: int | None):
     """(why the rows' episodes cannot be replayed, or ''; their corpus; their costs)."""
     try:
         seed = int(stamp.get("master_seed", master_seed))

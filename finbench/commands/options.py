@@ -133,12 +133,18 @@ def seconds(text: str) -> float | None:
     return value
 
 
-def out(text: str) -> Path:
-    path = Path(text)
-    why = unwritable(path) if text.strip() else "it is empty"
-    if why:
-        raise argparse.ArgumentTypeError(f"must be a folder the card can be written to, got {show(text)}: {why}")
-    return path
+def folder_for(what: str):
+    """The argparse type of an `--out` folder that `what` will be written to (made if missing)."""
+    def out(text: str) -> Path:
+        path = Path(text)
+        why = unwritable(path) if text.strip() else "it is empty"
+        if why:
+            raise argparse.ArgumentTypeError(f"must be a folder {what} can be written to, got {show(text)}: {why}")
+        return path
+    return out
+
+
+out = folder_for("the card")
 
 
 def nonneg(text: str) -> int:

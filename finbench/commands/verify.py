@@ -25,14 +25,24 @@ def add_verify(commands) -> None:
     ver.add_argument("--per-origin", type=O.count, default=10, metavar="N",
                      help="rows replayed of each origin in each run (default: 10)")
     ver.add_argument("--seed", type=O.nonneg, default=0, help="the sample's seed (default: 0)")
+    ver.add_argument("--card", metavar="CARD_OR_ROWS",
+                     help="instead, check a shared result: replay a seeded sample of a card's rows.csv (--per-origin "
+                          "of them) under its stamp and compare every column, as submitted")
+    ver.add_argument("--agent", metavar=O.AGENT, type=O.text,
+                     help="with --card: the agent that made the rows (not needed for the package's own policies)")
     ver.set_defaults(func=_verify, parser=ver)
 
 
 def _verify(args: argparse.Namespace) -> int:
     from finbench.running.verify import verify_runs  # lazy: `grade` loads no simulator
 
-    with tempfile.TemporaryDirectory(prefix="finbench-verify-") as cache:
-        bad = verify_runs(cache, args.n_tasks, range(args.seeds), args.per_origin, args.seed)
+    if args.card is not None:
+        bad = _verify_card(args)
+    else:
+        if args.agent is not None:
+            args.parser.error("--agent goes with --card")
+        with tempfile.TemporaryDirectory(prefix="finbench-verify-") as cache:
+            bad = verify_runs(cache, args.n_tasks, range(args.seeds), args.per_origin, args.seed)
     if bad.empty:
         print("finbench verify: every replayed row equals its row")
         return 0
@@ -40,3 +50,20 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"finbench verify: {line.run}: row {line.row} ({line.origin}, {line.policy} on {line.task_id} seed "
               f"{line.seed}): {line.column} is {line.row_value!r}, replayed {line.replayed!r}", file=sys.stderr)
     return 1
+
+
+def _verify_card(args: argparse.Namespace):
+    """The differences between a sample of a shared card's rows and their replays under its stamp."""
+    from finbench.analysis.explore import read_rows, rows_replay  # lazy: as above
+    from finbench.errors import FinbenchError  # lazy: as above
+    from finbench.running.verify import verify  # lazy: as above
+
+    rows = read_rows(args.card, "finbench verify")
+    replay = rows_replay(rows, policy=args.agent, where="finbench verify")
+    if replay.cannot:
+        label, why = next(iter(replay.cannot.items()))
+        raise FinbenchError(f"the rows of {label!r} cannot be replayed: {why}".replace("pass policy=", "give --agent"))
+    bad = verify(replay.run, rows, args.per_origin, args.seed, written=True).assign(run=str(args.card))
+    print(f"finbench verify: {min(args.per_origin, len(rows)):,} of the {len(rows):,} rows of {args.card} replayed "
+          f"({replay.caption})")
+    return bad

@@ -19,7 +19,7 @@ from finbench.running import origin as O
 from finbench.running.stats import count
 from finbench.sim import constants as C
 from finbench.sim.economics import Costs
-from finbench.errors import bad, check_int, warn_caller
+from finbench.errors import bad, check_int, note, warn_caller
 from finbench.sim.env import FinalityEnv
 from finbench.sim.play import batch_mode, play, thawed, trusted
 from finbench.sim.faults import FaultProfile
@@ -239,7 +239,7 @@ def cap_jobs(n_jobs: int, work: int, where: str = "evaluate", pieces: str = "chu
     want = cores if n_jobs == -1 else n_jobs
     capped = max(1, min(want, cores, work))
     if n_jobs > capped and n_jobs != -1:
-        print(f"note: n_jobs={n_jobs} capped at {capped} ({work} {pieces} of work, {cores} cores)", file=sys.stderr)
+        note(f"n_jobs={n_jobs} capped at {capped} ({work} {pieces} of work, {cores} cores)")
     return capped
 
 
@@ -393,10 +393,9 @@ def note_uncached(refs, keys) -> None:
     mine = [_shown(r.label) for r, k in zip(refs, keys) if k is None and not r.builtin and r.cache_id is None
             and not (llm is not None and isinstance(r.source, llm.ModelAgent))]
     if mine:
-        print(f"note: playing {', '.join(mine)} afresh (not cached): a policy of your own is cached only when it "
-              "declares a version, e.g. `cache_id = \"v1\"` on its class (bump it whenever what it plays changes)",
-              file=sys.stderr)
+        note(f"playing {', '.join(mine)} afresh (not cached): a policy of your own is cached only when it "
+             "declares a version, e.g. `cache_id = \"v1\"` on its class (bump it whenever what it plays changes)")
     odd = [_shown(r.label) for r, k in zip(refs, keys) if k is None and r.cache_id is not None]
     if odd:
-        print(f"note: playing {', '.join(odd)} afresh (not cached): it declares a cache_id, but its code or state "
-              "cannot be read or hashed to check it", file=sys.stderr)
+        note(f"playing {', '.join(odd)} afresh (not cached): it declares a cache_id, but its code or state "
+             "cannot be read or hashed to check it")

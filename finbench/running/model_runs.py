@@ -5,13 +5,12 @@ model arm (`experiments.model_arm`, Table V) and `finbench eval --model` read th
 from __future__ import annotations
 
 import copy
-import sys
 import threading
 from pathlib import Path
 
 import pandas as pd
 
-from finbench.errors import warn_caller
+from finbench.errors import note, warn_caller
 from finbench.files import at_root
 from finbench.agents.llm import (MAX_TOKENS, MODEL_CONNECTIONS, TIMEOUT, ModelAgent, ModelUnavailable,
                                  TranscriptWarning, header_model, is_transcript)
@@ -65,8 +64,7 @@ def _rows(run: Run, agent: ModelAgent, only_finished: bool, progress: bool, max_
                                                     run.costs)), **{O.COLUMN: O.PLAYED})  # replays are played
             except ModelUnavailable as e:
                 if only_finished:  # a transcript that no longer replays (the environment changed): not a row
-                    print(f"note: {me.model} {task.task_id} seed {seed}: transcript does not replay ({e})",
-                          file=sys.stderr)
+                    note(f"{me.model} {task.task_id} seed {seed}: transcript does not replay ({e})")
                     return True
                 raise
             me.end({"position": row["position"], "gap": row["gap"], "exact": bool(row["exact"]),

@@ -23,7 +23,7 @@ from finbench.sim.economics import Costs
 from finbench.sim.faults import FaultProfile
 from finbench.sim.probe import ProbeMode
 
-__all__ = ["PRICE_TOLERANCE", "verify"]
+__all__ = ["PRICE_TOLERANCE", "SUBMITTED", "verify"]
 
 PRICE_TOLERANCE = 1e-9
 """Re-priced money is computed in another order than played money: it may differ in the last bits (dollars)."""
@@ -42,27 +42,47 @@ def _differs(origin: str, column: str, got, want) -> bool:
                                                                  isinstance(want, (int, float)))
 
 
+def _written_differs(column: str, got, want) -> bool:
+    """`_differs` for a value read back from a rows.csv: an empty cell is an empty text, a number was written
+    at ten significant digits."""
+    if isinstance(want, str) and _missing(got):
+        got = ""
+    if isinstance(want, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
+        return not abs(got - want) <= WRITTEN_TOLERANCE * max(1.0, abs(want))
+    return _differs(SUBMITTED, column, got, want)
+
+
 def sample(rows: pd.DataFrame, per_origin: int, seed: int) -> list[int]:
     """Up to `per_origin` row positions of each origin, drawn with a generator seeded by `seed`, in order."""
     rng = np.random.default_rng(seed)
     picked = []
-    for origin in O.ORIGINS:
+    for origin in (*O.ORIGINS, SUBMITTED):
         where = np.flatnonzero(rows[O.COLUMN].to_numpy() == origin)
         if len(where):
             picked += rng.choice(where, size=min(per_origin, len(where)), replace=False).tolist()
     return sorted(picked)
 
 
-def verify(run, rows: pd.DataFrame | None = None, per_origin: int = 10, seed: int = 0) -> pd.DataFrame:
+SUBMITTED = "submitted"
+"""The origin `verify` gives rows that say none (a shared rows.csv: written, read back)."""
+WRITTEN_TOLERANCE = 1e-9
+"""A rows.csv holds numbers at ten significant digits: a replayed number within this share of it is equal."""
+
+
+def verify(run, rows: pd.DataFrame | None = None, per_origin: int = 10, seed: int = 0,
+           written: bool = False) -> pd.DataFrame:
     """The differences between a sample of `run`'s rows (`rows`, else `run.evaluate()`) and the same episodes
     played again alone: one line per differing column (row position, origin, policy, task, seed, column, the
-    row's value, the replay's). Empty: every sampled row equals its replay.
+    row's value, the replay's). Empty: every sampled row equals its replay. `written`: the rows were read back
+    from a file (a shared rows.csv), so numbers are compared as written (ten significant digits) and an empty
+    cell is an empty text; rows without an `origin` are sampled as one origin, `submitted`.
 
     Every in-process memo is emptied before each replay (`clear_caches`) and the replay reads no cache, so
     nothing that made the row can make its replay."""
     rows = run.evaluate() if rows is None else rows
-    if O.COLUMN not in rows.columns:
-        raise ValueError("verify: the rows have no origin column (rows of evaluate or Run.evaluate)")
+    if O.COLUMN not in rows.columns:  # rows shared as a file, from before rows said their origin
+        rows = rows.reset_index(drop=True).assign(**{O.COLUMN: SUBMITTED})
+        written = True
     refs = {ref.label: ref for ref in run.policies}
     out = []
     for i in sample(rows, per_origin, seed):
@@ -72,7 +92,7 @@ def verify(run, rows: pd.DataFrame | None = None, per_origin: int = 10, seed: in
                                               run.profile, run.costs, run.probe)))
         for column in COLUMNS:
             got, want = _plain(row[column]), fresh[column]
-            if _differs(row[O.COLUMN], column, got, want):
+            if _written_differs(column, got, want) if written else _differs(row[O.COLUMN], column, got, want):
                 out.append({"row": i, "origin": row[O.COLUMN], "policy": row["policy"], "task_id": row["task_id"],
                             "seed": int(row["seed"]), "column": column, "row_value": got, "replayed": want})
     clear_caches()

@@ -60,10 +60,15 @@ def test_the_sample_is_seeded_and_covers_each_origin():
     assert [rows["origin"][i] for i in a].count("cache") == 3 and len(a) == 23
 
 
-def test_rows_without_origin_are_refused():
+def test_rows_without_origin_are_checked_as_submitted_and_a_wrong_one_is_named():
+    """Rows from a file that says no origin (a shared rows.csv of an older release): each sampled row is
+    replayed all the same, as origin `submitted`."""
     run = fb.Run(CORPUS, seeds=(0,), policies=["sop"], cache=False)
-    with pytest.raises(ValueError, match="no origin column"):
-        verify(run, run.evaluate().drop(columns="origin"))
+    rows = run.evaluate().drop(columns="origin")
+    assert verify(run, rows, per_origin=len(rows)).empty
+    rows.loc[3, "gap"] += 1.0
+    bad = verify(run, rows, per_origin=len(rows))
+    assert bad[["row", "origin", "column"]].values.tolist() == [[3, "submitted", "gap"]]
 
 
 def test_the_command_covers_every_origin_and_exits_0(capsys):
