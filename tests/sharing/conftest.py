@@ -6,19 +6,11 @@ from pathlib import Path
 
 import pytest
 
-AGENTS = '''
-class V1:
-    """Ships once the probe says settled; escalates near the deadline."""
+from tests.patient import PATIENT
+
+AGENTS = PATIENT + '''
+class V1(Patient):
     name = "mine"
-    def begin(self, brief):
-        self.order = brief["order_id"]
-    def act(self, obs):
-        caps = (obs.get("result") or {}).get("captures", [])
-        if any(c["status"] == "settled" for c in caps):
-            return "ship", {"order_id": self.order}
-        if obs["t"] > 590:
-            return "escalate", {"order_id": self.order}
-        return "probe_processor", {"order_id": self.order}
 
 class V2(V1):
     """As V1, but waits between probes and refunds a capture that failed."""
