@@ -8,13 +8,13 @@ row's test to its measure. Verdicts, in SPEC's words:
 
 - ``reproduced``: the row's test holds (inside the paper's interval, within the
   stated tolerance, equal, on the stated side, or, for a qualitative claim, it holds);
-- ``same direction``: it does not, but ours keeps the comparison the paper draws from
-  its value (`favours`, the side that keeps it). Where the row names the other side of
-  that comparison (`versus`: another policy's level, the other half, the other role),
-  the comparison is judged on ours: ours against the other quantity as measured here
-  (the gate's paired loss still below optimistic's). Otherwise it is the sign of ours
-  minus the paper's value (a higher single-seed rate is a larger fall). For
-  `excludes_zero`: the point estimate has the stated sign, its interval does not;
+- ``same direction``: it does not, but ours keeps the comparison the row states
+  (`comparison`, on the side `favours`), by one rule (`direction`): against the other
+  quantity the row names (`versus`: another policy's level, the other half, the other
+  role), as measured here (the gate's paired loss still below optimistic's); else
+  against the fixed value it names (`than`: 0 for "the interaction is negative");
+  else against the paper's own value (a higher single-seed rate is a larger fall).
+  For `excludes_zero`: the point estimate has the stated sign, its interval does not;
 - ``differs``: neither;
 - ``not run``: the measure could not be computed (e.g. no model transcripts).
 
@@ -132,7 +132,10 @@ class PaperClaim:
     note: str
     versus: str = ""
     """The other side of `comparison` in words, when it is another quantity of ours (another policy's
-    level, the other half, the other role): the direction is then ours against it (see `decide`)."""
+    level, the other half, the other role): the direction is then ours against it (see `direction`)."""
+    than: float = float("nan")
+    """The fixed value `comparison` is drawn against when it is no other quantity (0 for "the interaction is
+    negative", "duplication costs majority vote"); NaN: the paper's own value (see `direction`)."""
 
     @property
     def experiment(self) -> str:
@@ -172,12 +175,16 @@ def _row(r: dict, where: str) -> PaperClaim:
         need(not r["tol"].strip(), "only the tolerance test takes tol")
     need(r["test"] != "excludes_zero" or paper in (-1.0, 1.0), "excludes_zero takes the side as paper: -1 or 1")
     versus = (r.get("versus") or "").strip()
+    than = _float(r.get("than") or "")
+    need(math.isnan(than) or (r["favours"] != "" and not versus),
+         "than (the fixed value a comparison is drawn against) needs favours and no versus")
     if versus:
         need(r["favours"] != "", "a comparison against another quantity (versus) needs favours: the side that keeps it")
         need(r["test"] not in ("holds", "includes_zero", "excludes_zero") and r["kind"] in ("level", "level with interval"),
              "versus is for a level the paper sets beside another quantity (a numeric test of a level)")
     return PaperClaim(r["id"], r["section"], r["scope"], r["kind"], r["quote"], r["claim"], r["unit"], paper, lo, hi,
-                      r["test"], tol, {"": 0, "+": 1, "-": -1}[r["favours"]], r["comparison"], r["note"], versus)
+                      r["test"], tol, {"": 0, "+": 1, "-": -1}[r["favours"]], r["comparison"], r["note"], versus,
+                      than)
 
 
 @memoised("analysis.verdicts.paper_claims", keys="(path, the file's mtime and size)", bound=8)
@@ -246,6 +253,33 @@ def _outcome(pc: PaperClaim, m: Measure) -> tuple[bool, float, str, str]:
     return x > p, x - p, f"above {p:g}", f"not above {p:g}"  # above
 
 
+def direction(pc: PaperClaim, m: Measure) -> tuple[bool, str]:
+    """Whether ours keeps the comparison the row states (its `comparison`, on the side `favours`), and why in
+    words ('' when the row states none): the one rule by which a claim outside its test is "same direction"
+    rather than "differs". The comparison is drawn against the other quantity the row names (`versus`, as
+    measured here), else the fixed value it names (`than`), else the paper's own value; for `excludes_zero`
+    it is the point estimate's sign."""
+    if pc.test == "excludes_zero":
+        keeps = (float(m.value) > 0) == (pc.paper > 0) and float(m.value) != 0
+        return keeps, f"direction (the point estimate's sign) {'holds' if keeps else 'does not hold'}"
+    if not pc.favours or pc.test == "holds":
+        return False, ""
+    if pc.versus:
+        other = None if m.versus is None else float(m.versus)
+        if other is None or math.isnan(other):
+            return False, f"direction ({pc.comparison}): {pc.versus} not measured"
+        against, named = other, f"{pc.versus} ({_fmt(other)})"
+    elif not math.isnan(pc.than):
+        against, named = pc.than, _fmt(pc.than)
+    else:
+        against, named = pc.paper, "the paper's"
+    diff = float(m.value) - against
+    keeps = diff * pc.favours > 0
+    side = "above" if diff > 0 else "below" if diff < 0 else "level with"
+    ours = "ours" if against == pc.paper and not pc.versus and math.isnan(pc.than) else f"ours ({_fmt(float(m.value))})"
+    return keeps, f"direction ({pc.comparison}): {ours} is {side} {named}, which {'keeps' if keeps else 'does not keep'} it"
+
+
 def decide(pc: PaperClaim, m: Measure, source: str = "") -> Claim:
     """The record of one claim: `pc`'s test applied to ours (`m`); see the module docstring."""
     nan = float("nan")
@@ -258,32 +292,10 @@ def decide(pc: PaperClaim, m: Measure, source: str = "") -> Claim:
         raise FinbenchError(f"claim {pc.id}: the code measured the other side of a comparison (versus) that the "
                             f"data ({PAPER_CLAIMS.name}) does not name")
     inside, margin, basis = _test(pc, m)
-    direction = None
-    if not inside and pc.test == "excludes_zero":
-        direction = (float(m.value) > 0) == (pc.paper > 0) and float(m.value) != 0
-        basis += f"; direction (the point estimate's sign) {'holds' if direction else 'does not hold'}"
-    elif pc.favours and pc.test != "holds" and pc.versus:
-        # the comparison the row names, judged on ours: ours against the other quantity as measured here
-        other = None if m.versus is None else float(m.versus)
-        if other is None or math.isnan(other):
-            direction = False
-            if not inside:
-                basis += f"; direction ({pc.comparison}): {pc.versus} not measured"
-        else:
-            diff = float(m.value) - other
-            direction = diff * pc.favours > 0
-            if not inside:
-                side = "above" if diff > 0 else "below" if diff < 0 else "level with"
-                basis += (f"; direction ({pc.comparison}): ours ({_fmt(float(m.value))}) is {side} {pc.versus} "
-                          f"({_fmt(other)}), which {'keeps' if direction else 'does not keep'} it")
-    elif pc.favours and pc.test != "holds":
-        diff = float(m.value) - pc.paper
-        direction = diff * pc.favours > 0
-        if not inside:
-            side = "above" if diff > 0 else "below" if diff < 0 else "level with"
-            basis += (f"; direction ({pc.comparison}): ours is {side} the paper's, "
-                      f"which {'keeps' if direction else 'does not keep'} it")
-    verdict = "reproduced" if inside else "same direction" if direction else "differs"
+    keeps, why = direction(pc, m)
+    if not inside and why:
+        basis += f"; {why}"
+    verdict = "reproduced" if inside else "same direction" if keeps else "differs"
     holds = bool(m.value) if pc.test == "holds" else None
     ours = nan if pc.test == "holds" else float(m.value)
     shown = m.shown or (("holds" if m.value else "does not hold") if pc.test == "holds"

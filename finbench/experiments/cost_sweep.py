@@ -157,7 +157,8 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
     table = tables["cost_sweep"]
     n, src = len(table), "tables/cost_sweep.csv"
     same = int(table.same_as_default.sum())
-    out = {"ordering_stable": Measure(same, shown=f"{same} of {n}", source=src), "gate_ahead_everywhere": None}
+    out = {"ordering_stable": Measure(same, shown=f"{same} of {n}", source=src), "gate_ahead_everywhere": None,
+           "configurations": Measure(n, shown=f"{n} configurations", source=src)}
     if "gate_ahead" in table and n:
         ahead = int(table.gate_ahead.sum())
         out["gate_ahead_everywhere"] = Measure(ahead, source=src,

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from finbench.sim import constants as C
 from finbench.errors import FinbenchError, show
 from finbench.analysis.verdicts import Measure, claims_notes, claims_of, from_tables
 from finbench.analysis.publish import TableSpec
@@ -46,6 +47,8 @@ SOURCE = "tables/table5.csv"
 TABLES = ("table5",)
 """The tables this experiment writes and its claims read, by stem."""
 ZERO_GAP = 0.005  # the exactness tolerance of a single episode (EpisodeResult.exact)
+LOSSES_ON = {"pending_fail", "unresolvable"}
+"""Where the paper says its models lose (§VI); `model_loses_only_on` checks ours against it."""
 __all__ = ["CLAIMS", "PUBLISH", "TABLES", "claims", "claims_from_tables", "episodes", "figures", "measures", "meta",
            "model_episodes", "notes", "run_model", "stratified_subset", "subset_run", "table5", "table5_markdown",
            "tables"]
@@ -242,8 +245,8 @@ def measures(tables: dict) -> dict:
     premature figures are over every evaluated model): rates and gaps weighted by episodes, the zero-gap
     archetypes those zero for every model (a pooled mean of gaps, never negative, is zero only then), and
     the gate on the union of their episodes (weighted by each model's). The gate's claims are "recomputed on
-    exactly the episodes the models attempted": without a model row they are not run too (the gate's
-    row over the whole subset is shown in `measured`, not judged)."""
+    exactly the episodes the models attempted": without a model row, on the whole subset, which is fixed and
+    which a model attempts whole."""
     t5 = tables["table5"]
     t = t5.set_index("policy")
     m = t5[t5["kind"] == "model"]
@@ -260,16 +263,14 @@ def measures(tables: dict) -> dict:
         return Measure(x, shown=f"{who}: {fmt.format(x)}", source=SOURCE) if x is not None else None
 
     # the gate "recomputed on exactly the episodes the models attempted": on each model's, pooled; with no
-    # model row there are none, so the claim is not run (the gate's row on the whole subset is shown beside)
+    # model row, on the whole subset, which is fixed and which a model attempts whole (the same episodes)
     gate = None
     if have:
         g_exact, g_gap = pooled("gate_exact_pct", "gate_episodes"), pooled("gate_mean_gap", "gate_episodes")
         where = f"on {who}'s {int(m['gate_episodes'].sum())} episodes"
     elif GATE in t.index:
-        g_exact = g_gap = None
-        gate = (f"not run: no model attempted an episode (the gate on the whole subset, "
-                f"{int(t.loc[GATE, 'episodes'])} episodes: {float(t.loc[GATE, 'gate_exact_pct']):.1f}% exact, "
-                f"mean gap {float(t.loc[GATE, 'gate_mean_gap']):.2f})")
+        g_exact, g_gap = float(t.loc[GATE, "gate_exact_pct"]), float(t.loc[GATE, "gate_mean_gap"])
+        where = f"on the whole subset's {int(t.loc[GATE, 'episodes'])} episodes (a model attempts every one)"
     else:
         g_exact = g_gap = None
     zero = asym = None
@@ -294,6 +295,14 @@ def measures(tables: dict) -> dict:
         "model_premature": model("premature_pct", "{:.1f}%"),
         "model_zero_gap_archetypes": zero,
         "model_settle_twin_asymmetry": asym,
+        "model_loses_twice": (None if not have or not g_gap else Measure(
+            pooled("mean_gap") / g_gap, shown=f"{who}: mean gap {pooled('mean_gap'):.2f} against the gate's "
+                                              f"{g_gap:.2f} {where} ({pooled('mean_gap') / g_gap:.2f}x)",
+            source=SOURCE)),
+        "model_waited": model("wait_use_pct", "{:.1f}%") if "wait_use_pct" in m else None,
+        "model_loses_only_on": (None if zero is None else Measure(
+            set(C.ARCHETYPES) - set(common) <= LOSSES_ON, source=SOURCE,
+            shown=f"{who}: a non-zero gap on {', '.join(a for a in C.ARCHETYPES if a not in common) or 'none'}")),
     }
 
 

@@ -324,6 +324,11 @@ def measures(tables: dict) -> dict:
         "no_double_charge": Measure(not bool(b["double_charge"].any()) and gain <= BEATEN_TOL, source=SOURCE,
                                shown=f"winning plans: {', '.join(b['best_plan']) or 'none'}; charging twice adds "
                                      f"at most ${gain:.2f} on any sampled task"),
+        # the design's size, as the table holds it: plans searched per task (the same on every one) and tasks
+        "plans": (Measure(int(table["plans"].max()), source=SOURCE, shown=f"{int(table['plans'].max()):,} on each of "
+                                                                         f"{n} tasks")
+                  if n and table["plans"].nunique() == 1 else None),
+        "tasks": Measure(n, shown=f"{n} sampled tasks", source=SOURCE),
     }
 
 

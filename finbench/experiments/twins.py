@@ -77,7 +77,9 @@ def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
         `fail_hi` (mean gap over one half); `premature_pct`, `premature_lo`,
         `premature_hi` (% of twin episodes with an irreversible action before
         determination); `premature_all_pct` (the same over every episode, every task and
-        seed: Table II's premature-irreversible %); `exact_pct`, `exact_lo`, `exact_hi`
+        seed: Table II's premature-irreversible %); `same_disposition_pct` (% of twin pairs x seeds on
+        which both halves ended with the same disposition: 100 for a policy that cannot tell them apart);
+        `exact_pct`, `exact_lo`, `exact_hi`
         (% of all episodes exact, over every task: Table II's accuracy and interval); `rank_exact` (1 = most
         accurate), `rank_paired` (1 = lowest paired loss) and `rank_differs`.
         Twin intervals resample twin pairs; the accuracy interval resamples every unit.
@@ -114,6 +116,10 @@ def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
     prem = M.bootstrap_ci(twins, "premature_irreversible", order, n_boot, seed)
     exact = M.bootstrap_ci(df, "exact", order, n_boot, seed)
     side_n = twins.groupby(["policy", "twin_side"]).size().unstack("twin_side").reindex(order)
+    # whether a policy tells the halves apart at all: both halves of a pair (one seed) ended alike
+    ends = twins.pivot_table(index=["policy", "unit", "seed"], columns="twin_side", values="disposition",
+                             aggfunc="first")
+    same = (ends["settle"] == ends["fail"]).groupby("policy").mean().reindex(order)
     out = pd.DataFrame({
         "policy": order,
         "n_pairs": point["n_pairs"].to_numpy(),
@@ -128,6 +134,7 @@ def table4(df: pd.DataFrame, run=None) -> pd.DataFrame:
         "premature_pct": 100 * point["premature_irreversible"].to_numpy(),
         "premature_lo": 100 * prem["lo"].to_numpy(), "premature_hi": 100 * prem["hi"].to_numpy(),
         "premature_all_pct": 100 * M.premature_rate(df).reindex(order).to_numpy(),
+        "same_disposition_pct": 100 * same.to_numpy(),
         "exact_pct": 100 * exact["estimate"].to_numpy(),
         "exact_lo": 100 * exact["lo"].to_numpy(), "exact_hi": 100 * exact["hi"].to_numpy(),
         "privileged": M.privileged(df, order),
@@ -172,6 +179,7 @@ def table4_markdown(t4: pd.DataFrame) -> pd.DataFrame:
             "fail half $": _ci(r.fail_gap, r.fail_lo, r.fail_hi, "{:.2f}"),
             "premature-irreversible % (twins)": _ci(r.premature_pct, r.premature_lo, r.premature_hi),
             "premature-irreversible % (all tasks)": f"{r.premature_all_pct:.1f}",
+            "same end on both halves %": f"{r.same_disposition_pct:.1f}",
             "exact % (all tasks)": _ci(r.exact_pct, r.exact_lo, r.exact_hi),
             "rank by exact": int(r.rank_exact),
             "rank by paired loss": int(r.rank_paired),
@@ -249,10 +257,15 @@ def measures(tables: dict[str, pd.DataFrame]) -> dict:
                                        versus=(of(OPTIMISTIC, "fail_gap"), "fail half")),
         "optimistic_fail_half": cell(OPTIMISTIC, "fail_gap", extra=ci("fail_lo", "fail_hi"),
                                      versus=(of(OPTIMISTIC, "settle_gap"), "settle half")),
-        # the sentence stands in the Table IV paragraph: over the twin episodes (Table II's base beside it)
-        "optimistic_premature": cell(OPTIMISTIC, "premature_pct", "{:.1f}%",
-                                     extra=lambda row: f" [{row.premature_lo:.1f}, {row.premature_hi:.1f}] of twin "
-                                                       f"episodes ({row.premature_all_pct:.1f}% of every episode)"),
+        # "of tasks": over every task and seed (Table II's base), the twin episodes' rate beside it
+        "optimistic_premature": cell(OPTIMISTIC, "premature_all_pct", "{:.1f}%",
+                                     extra=lambda row: f" of every episode ({row.premature_pct:.1f}% "
+                                                       f"[{row.premature_lo:.1f}, {row.premature_hi:.1f}] of the twin "
+                                                       "episodes)"),
+        "optimistic_cannot_tell": (None if OPTIMISTIC not in t.index else Measure(
+            bool(t.loc[OPTIMISTIC, "same_disposition_pct"] == 100), source=SOURCE,
+            shown=f"the same disposition on both halves in {t.loc[OPTIMISTIC, 'same_disposition_pct']:.1f}% of the "
+                  "twin pairs x seeds")),
         "rank_disagreements": Measure(n, shown=f"{n} of {len(t)} places; by exact: {', '.join(r['by_exact'])}; "
                                                f"by paired loss: {', '.join(r['by_paired_loss'])}", source=SOURCE),
     }

@@ -8,8 +8,9 @@ episode results are not reused.
 """
 from __future__ import annotations
 
-ENGINE_VERSION = "5"
-"""Bumped whenever the semantics of the engine or of a policy change; part of every cache key."""
+ENGINE_VERSION = "6"
+"""Bumped whenever the semantics of the engine or of a policy change; part of every cache key (6: `sop`
+polls every 60 ticks by default, was 30)."""
 
 # --- time (SPEC §1) --------------------------------------------------------
 HANDOVER = 120

@@ -68,7 +68,7 @@ def test_knobs_and_names():
     sop = fb.get_policy("sop", poll_interval=15, patience=120)
     assert (sop.poll_interval, sop.patience) == (15, 120)
     default = fb.get_policy("sop")
-    assert (default.poll_interval, default.patience) == (30, 180)
+    assert (default.poll_interval, default.patience) == (60, 180)
     with pytest.raises(ValueError, match="does not take"):
         fb.get_policy("sop", speed=3)
     with pytest.raises(ValueError, match="valid:"):

@@ -118,11 +118,13 @@ def test_a_planted_interaction_is_decided_by_the_data_row(tabs):
     changed.loc[changed.policy == "sop", "interaction"] = inside
     c = _by_id({**tabs, "interaction": changed})["sop_interaction"]
     assert c.ours == inside and c.verdict == "reproduced" and c.margin == pytest.approx(row.tol / 2)
-    # favours '-': far below the paper keeps "the interaction is negative", far above does not
-    changed.loc[changed.policy == "sop", "interaction"] = row.paper - 3 * row.tol
-    assert _by_id({**tabs, "interaction": changed})["sop_interaction"].verdict == "same direction"
-    changed.loc[changed.policy == "sop", "interaction"] = row.paper + 3 * row.tol
-    assert _by_id({**tabs, "interaction": changed})["sop_interaction"].verdict == "differs"
+    # favours '-' against zero (`than`): any negative interaction outside the tolerance keeps "the interaction is
+    # negative", far below the paper's or between it and zero; a positive one does not
+    for x, verdict in ((row.paper - 3 * row.tol, "same direction"), (row.paper + 3 * row.tol, "same direction"),
+                       (-row.paper, "differs")):
+        assert row.paper + 3 * row.tol < 0 < -row.paper
+        changed.loc[changed.policy == "sop", "interaction"] = x
+        assert _by_id({**tabs, "interaction": changed})["sop_interaction"].verdict == verdict, x
 
 
 def test_sop_costs_and_firings_have_no_direction(tabs):

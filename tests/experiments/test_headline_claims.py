@@ -75,8 +75,21 @@ def test_gamblers_are_the_policies_exact_on_unresolvable_by_shipping(small):
     c = _by_id({**tables, "table3_counts": t})["unresolvable_gamblers"]
     assert (c.ours, c.verdict) == (1, "differs")  # four are exact there, one by shipping
     t.loc[unres & (t.policy == "random"), "exact_by_ship"] = 2
-    assert _by_id({**tables, "table3_counts": t})["unresolvable_gamblers"].verdict == "reproduced"
+    assert _by_id({**tables, "table3_counts": t})["unresolvable_gamblers"].verdict == "differs"  # two: not several
+    t.loc[unres & (t.policy == "sop"), "exact_by_ship"] = 1
+    assert _by_id({**tables, "table3_counts": t})["unresolvable_gamblers"].verdict == "reproduced"  # three
     assert len(any_exact) >= len(by_ship)
+
+
+def test_no_unprivileged_policy_avoids_the_unresolvable_loss_everywhere(small):
+    rows, tables = small
+    u = rows[(rows.archetype == "unresolvable") & ~rows.privileged]
+    best = 100 * u.groupby("policy").exact.mean()
+    c = _by_id(tables)["unresolvable_no_guarantee"]
+    assert c.ours == pytest.approx(best.max()) and best.idxmax() in c.measured
+    t = tables["table3"].copy()
+    t.loc[t.archetype == "unresolvable", "react"] = 100.0
+    assert _by_id({**tables, "table3": t})["unresolvable_no_guarantee"].verdict == "differs"
 
 
 def test_the_gap_is_negative_only_on_late_chargeback(small):

@@ -169,9 +169,9 @@ def test_the_worst_place_counts_policies_at_or_above_optimistic(small):
     assert {c.id: c for c in T.claims({"table4": edited})}["optimistic_worst_paired_loss"].ours == 2
 
 
-def test_optimistic_premature_is_over_the_twin_episodes(small):
-    """The sentence stands in the Table IV paragraph about twin pairs, and premature-irreversible % is a
-    Table IV column: the claim reads the twins' rate; Table II's, over every task, is shown beside it."""
+def test_optimistic_premature_is_over_all_tasks_with_the_twins_rate_beside(small):
+    """"on 66.0% of tasks": the literal word is tasks (the same paragraph's 65.7% is the all-task exact rate),
+    so the claim reads the rate over every task and seed; the twin episodes' rate is shown beside it."""
     _, df, t4 = small
     t = t4.set_index("policy")
     twins = df[df.twin_side.notna()]
@@ -179,17 +179,32 @@ def test_optimistic_premature_is_over_the_twin_episodes(small):
     np.testing.assert_allclose(t4.premature_all_pct, every.reindex(t4.policy).to_numpy(), rtol=1e-12)
     c = {c.id: c for c in T.claims({"table4": t4})}["optimistic_premature"]
     on_twins = 100 * twins[twins.policy == "optimistic"].premature_irreversible.mean()
-    assert c.ours == pytest.approx(on_twins) and c.unit == "%"
-    assert f"{every['optimistic']:.1f}% of every episode" in c.measured  # the other base, beside it
+    assert c.ours == pytest.approx(every["optimistic"]) and c.unit == "%"
+    assert f"({on_twins:.1f}% [" in c.measured and "of the twin episodes" in c.measured  # the other base, beside it
     assert t.loc["optimistic", "premature_pct"] != pytest.approx(every["optimistic"])  # the two bases differ
     edited = t4.copy()
-    edited.loc[edited.policy == "optimistic", "premature_pct"] = 66.0
-    edited.loc[edited.policy == "optimistic", "premature_all_pct"] = 0.0
+    edited.loc[edited.policy == "optimistic", "premature_all_pct"] = 66.0
+    edited.loc[edited.policy == "optimistic", "premature_pct"] = 0.0
     c = {c.id: c for c in T.claims({"table4": edited})}["optimistic_premature"]
     assert c.ours == 66.0 and c.verdict == "reproduced"
-    edited.loc[edited.policy == "optimistic", "premature_pct"] = 50.0
-    edited.loc[edited.policy == "optimistic", "premature_all_pct"] = 66.0
+    edited.loc[edited.policy == "optimistic", "premature_all_pct"] = 50.0
+    edited.loc[edited.policy == "optimistic", "premature_pct"] = 66.0
     assert {c.id: c for c in T.claims({"table4": edited})}["optimistic_premature"].verdict == "differs"
+
+
+def test_same_disposition_on_both_halves_is_counted_from_the_rows(small):
+    """"it cannot tell which is which": Table IV's same_disposition_pct, recounted here from the episodes."""
+    _, df, t4 = small
+    tw = df[df.twin_side.notna()]
+    ends = tw.pivot_table(index=["policy", "unit", "seed"], columns="twin_side", values="disposition", aggfunc="first")
+    for policy, part in ends.groupby(level="policy"):
+        want = 100 * float((part["settle"] == part["fail"]).mean())
+        assert t4.set_index("policy").loc[policy, "same_disposition_pct"] == pytest.approx(want)
+    c = {c.id: c for c in T.claims({"table4": t4})}["optimistic_cannot_tell"]
+    assert c.holds == (t4.set_index("policy").loc["optimistic", "same_disposition_pct"] == 100)
+    edited = t4.copy()
+    edited.loc[edited.policy == "optimistic", "same_disposition_pct"] = 99.0
+    assert {c.id: c for c in T.claims({"table4": edited})}["optimistic_cannot_tell"].verdict == "differs"
 
 
 def test_the_twin_levels_are_judged_on_the_comparison_they_name(small):
