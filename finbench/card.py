@@ -26,6 +26,7 @@ from finbench.analysis import card_tables as T
 from finbench.errors import FinbenchError, show
 from finbench.experiments import effects, headline, twins
 from finbench.files import atomic_write
+from finbench.sharing.page import md_text as _md, one_line as _line
 from finbench.running.run import Run
 
 __all__ = ["ReportCard", "WorstPair", "card_of", "report_card"]
@@ -35,21 +36,6 @@ FIGURE = "worst_twin_pair"
 """The stem of the worst twin pair's timeline (PNG and PDF) in the card's folder."""
 ENDS = {"ship": "ship", "refund": "refund", "write_off": "write off", "escalate": "escalate", "close": "close",
         "budget_or_horizon": "budget or horizon"}
-
-_ESCAPES = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
-_MARKUP = re.compile(r"([\\`*|<>$])")
-
-
-def _line(name: str) -> str:
-    """A name as one line of printable text: escape sequences dropped, controls and line breaks a space."""
-    text = _ESCAPES.sub("", name)
-    return " ".join("".join(ch if ch.isprintable() else " " if ch.isspace() else "" for ch in text).split())
-
-
-def _md(name: str) -> str:
-    """A name as Markdown text: one line (no heading, no table row of its own), `|` and markup escaped."""
-    return _MARKUP.sub(r"\\\1", _line(str(name)))
-
 
 def _code(text: str) -> list[str]:
     """A fenced code block holding `text` (a fence longer than any run of backticks in it)."""
@@ -349,6 +335,9 @@ class ReportCard:
         if self.worst is not None:
             paths += publish(self.figure(), FIGURE, self.run, to=out,
                              caption_extra=f"{_drawn(self.agent)} (left) and {GATE} (right), seed {self.worst.seed}")
+        else:  # an earlier card's timeline in this folder is not this card's
+            for old in (out / f"{FIGURE}.png", out / f"{FIGURE}.pdf"):
+                old.unlink(missing_ok=True)
         header = "".join(f"# {' '.join(f'{k}: {v}'.splitlines())}\n" for k, v in self.stamp().items())
         body = self.own_rows.to_csv(index=False, lineterminator="\n", float_format="%.10g")
         paths.insert(0, atomic_write(out / "rows.csv", header + body))

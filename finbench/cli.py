@@ -332,6 +332,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:  # a Ctrl-C interrupts, as anywhere
         raise
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as a shell command would (128 + SIGPIPE)
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush into the pipe
+        return 141
     except FinbenchError as exc:  # input the library refused: the caller's to fix
         print(plain(f"finbench {args.command}: {exc}"), file=sys.stderr)
         return EXIT_USAGE

@@ -35,7 +35,7 @@ import pandas as pd
 
 from finbench.sim import constants as C
 from finbench.errors import FinbenchError, PolicyError, show
-from finbench.sim.corpus import corpus_for
+from finbench.sim.corpus import Corpus, corpus_for
 from finbench.sim.economics import Costs
 from finbench.sim.faults import FaultProfile
 from finbench.grading import CHECKS, grade_trace
@@ -257,7 +257,7 @@ def _read_csv(rows, where: str) -> tuple[pd.DataFrame, dict]:
     if path.is_dir() and (path / "rows.csv").is_file():
         path = path / "rows.csv"  # a report card's folder: its rows
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark is no part of the stamp
     except (OSError, UnicodeDecodeError) as e:
         why = ("no such file" if isinstance(e, FileNotFoundError) else "a folder without rows.csv"
                if path.is_dir() else "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else e.strerror or str(e))
@@ -357,6 +357,9 @@ def rebuilt(stamp: dict, rows: pd.DataFrame, master_seed: int, n_tasks: int | No
         seed = int(stamp.get("master_seed", master_seed))
         n = int(stamp.get("tasks", n_tasks or rows["task_id"].nunique()))
         corpus = corpus_for(seed, n)
+        if stamp.get("task_ids"):  # chosen tasks of a whole corpus (eval --task-ids), in its order
+            chosen = set(stamp["task_ids"].split(","))
+            corpus = Corpus(tuple(t for t in corpus_for(seed).tasks if t.task_id in chosen), seed)
         costs = _costs(stamp.get("costs", "default"))
     except (ValueError, TypeError) as e:  # a stamp written by hand, or by another version
         return f"the rows' stamp cannot be read ({' '.join(str(e).split())[:120]})", None, Costs()

@@ -20,7 +20,7 @@ N_TASKS = ("a corpus of N tasks generated from the public corpus's seed with its
            "corpus's first N tasks (ids from ord-0001 again, naming other tasks), so its numbers are not the "
            "public corpus's; to run tasks of the public corpus, give --task-ids (default: 321)")
 TASK_IDS = ("run these tasks of the public corpus (321 tasks, make_corpus()) instead, comma-separated: a task "
-            "id (ord-0007) or a twin pair's order id (ord-0005: both halves, ord-0005:settle and ord-0005:fail; "
+            "id (ord-0007) or a twin pair's order id (ord-0014: both halves, ord-0014:settle and ord-0014:fail; "
             "a half alone is refused, as the card compares whole pairs); an id the corpus lacks exits 64")
 PROBE = "full, none, delayed[:D], rate_limited[:N] or identity_only"
 

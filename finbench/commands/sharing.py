@@ -20,8 +20,16 @@ def shown(paths) -> str:
 
 
 def default_out(name: str) -> Path:
-    """Where a command writes by default: build/<name>/ of the current folder."""
-    return Path.cwd() / "build" / name
+    """Where a command writes by default: build/<name>/ of the current folder (refused when it cannot be
+    written there)."""
+    from finbench.errors import FinbenchError  # lazy: as the commands' other imports
+    from finbench.eval_cli import unwritable  # lazy: as above
+
+    out = Path.cwd() / "build" / name
+    why = unwritable(out)
+    if why:
+        raise FinbenchError(f"cannot write into {out}: {why}; give --out DIR")
+    return out
 
 
 def add_sharing(commands) -> None:
@@ -29,7 +37,7 @@ def add_sharing(commands) -> None:
         "compare", help="compare two or more agents' cards on the same episodes (paired, with intervals)",
         description="Compare two or more results (report card folders, as finbench eval writes them, or their "
                     "rows.csv) on the episodes all of them played: for each pair, the paired difference in mean "
-                    "gap and exact %% with a 95%% bootstrap interval over units (twin pairs held together), per "
+                    "gap and exact % with a 95% bootstrap interval over units (twin pairs held together), per "
                     "archetype; pass^k and the effect verdicts of each; and the episodes where each left a lower "
                     f"gap, with the command that draws them. The results must share {SAME_RUN}. Writes "
                     "compare.md, compare.html and compare.json.")
@@ -41,7 +49,7 @@ def add_sharing(commands) -> None:
     lb = commands.add_parser(
         "leaderboard", help="rank agents' cards beside the nine in one table",
         description="Rank the agents of one or more report cards beside the nine by mean gap (lower is better), "
-                    "with exact %%, paired loss on the twin pairs, pass^k, premature and violation %%, each with "
+                    "with exact %, paired loss on the twin pairs, pass^k, premature and violation %, each with "
                     f"its card's interval. The cards must share {SAME_RUN}, and the nine's rows they carry must "
                     "agree. Writes leaderboard.md, leaderboard.html and leaderboard.csv (stamped).")
     lb.add_argument("cards", nargs="+", metavar="CARD",
@@ -51,29 +59,33 @@ def add_sharing(commands) -> None:
     lb.set_defaults(func=_leaderboard, parser=lb)
 
 
-def _read(paths, where: str, cards_below: bool = False) -> list:
-    from finbench.sharing.submitted import read_submitted  # lazy: `grade` loads no simulator
+def _read(paths, cards_below: bool = False) -> list:
+    from finbench.errors import FinbenchError  # lazy: `grade` loads no simulator
+    from finbench.sharing.submitted import read_submitted  # lazy: as above
 
     out = []
     for text in paths:
         path = Path(text)
-        below = sorted(p.parent for p in path.glob("*/card.json")) if cards_below and path.is_dir() else []
-        if below and not (path / "card.json").is_file():  # a folder of cards
+        if cards_below and path.is_dir() and not (path / "rows.csv").is_file():  # a folder of card folders
+            below = sorted(p.parent for p in path.glob("*/card.json"))
+            if not below:
+                raise FinbenchError(f"{path} holds no card (no card.json in it or in a folder of it)")
             for folder in below:
-                out += read_submitted(folder, where)
+                out += read_submitted(folder, "")
         else:
-            out += read_submitted(path, where)
+            out += read_submitted(path, "")
     return out
 
 
 def _compare(args: argparse.Namespace) -> int:
     from finbench.sharing.compare import compare  # lazy: as above
+    from finbench.sharing.page import one_line  # lazy: as above
 
-    c = compare(_read(args.results, "finbench compare"), "finbench compare")
+    c = compare(_read(args.results), "")
     paths = c.write(args.out or default_out("compare"))
     for p in c.pairs.itertuples():
-        print(f"{p.a} - {p.b}: mean gap {p.gap_diff:+.2f} [{p.gap_lo:+.2f}, {p.gap_hi:+.2f}] $, exact "
-              f"{p.exact_diff_pct:+.1f} [{p.exact_lo:+.1f}, {p.exact_hi:+.1f}] points over {p.episodes:,} shared "
+        print(f"{one_line(p.a)} - {one_line(p.b)}: mean gap {p.gap_diff:+.2f} [{p.gap_lo:+.2f}, {p.gap_hi:+.2f}] $, "
+              f"exact {p.exact_diff_pct:+.1f} [{p.exact_lo:+.1f}, {p.exact_hi:+.1f}] points over {p.episodes:,} shared "
               f"episodes; decided differently in {p.decided_differently:,}, lower gap {p.a_better:,} vs "
               f"{p.b_better:,}")
     print("comparison: " + shown(paths))
@@ -82,9 +94,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _leaderboard(args: argparse.Namespace) -> int:
     from finbench.sharing.leaderboard import leaderboard  # lazy: as above
+    from finbench.sharing.page import one_line  # lazy: as above
 
-    board = leaderboard(_read(args.cards, "finbench leaderboard", cards_below=True), "finbench leaderboard")
+    board = leaderboard(_read(args.cards, cards_below=True), "")
     paths = board.write(args.out or default_out("leaderboard"))
-    print(board.shown().drop(columns=["card"]).to_string(index=False))
+    table = board.shown().drop(columns=["card"])
+    print(table.assign(policy=table["policy"].map(one_line)).to_string(index=False))
     print("leaderboard: " + shown(paths))
     return 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from pathlib import Path
 
 from finbench.commands import options as O
+from finbench.errors import show
 
 __all__ = ["add_verify"]
 
@@ -26,21 +28,24 @@ def add_verify(commands) -> None:
                      help="rows replayed of each origin in each run (default: 10)")
     ver.add_argument("--seed", type=O.nonneg, default=0, help="the sample's seed (default: 0)")
     ver.add_argument("--card", metavar="CARD_OR_ROWS",
-                     help="instead, check a shared result: replay a seeded sample of a card's rows.csv (--per-origin "
-                          "of them) under its stamp and compare every column, as submitted")
+                     help="instead, check a shared result (a card's folder, its card.json or a rows.csv): replay a "
+                          "seeded sample of its rows (--per-origin of each origin) under its stamp, which decides the "
+                          "corpus, seeds, profile and costs (--n-tasks and --seeds are not read), and compare every "
+                          "column")
     ver.add_argument("--agent", metavar=O.AGENT, type=O.text,
                      help="with --card: the agent that made the rows (not needed for the package's own policies)")
     ver.set_defaults(func=_verify, parser=ver)
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from finbench.running.verify import verify_runs  # lazy: `grade` loads no simulator
+    from finbench.errors import FinbenchError  # lazy: `grade` loads no simulator
+    from finbench.running.verify import verify_runs  # lazy: as above
 
     if args.card is not None:
         bad = _verify_card(args)
     else:
         if args.agent is not None:
-            args.parser.error("--agent goes with --card")
+            raise FinbenchError("--agent goes with --card (the agent that made a card's rows)")
         with tempfile.TemporaryDirectory(prefix="finbench-verify-") as cache:
             bad = verify_runs(cache, args.n_tasks, range(args.seeds), args.per_origin, args.seed)
     if bad.empty:
@@ -48,7 +53,8 @@ def _verify(args: argparse.Namespace) -> int:
         return 0
     for line in bad.itertuples(index=False):
         print(f"finbench verify: {line.run}: row {line.row} ({line.origin}, {line.policy} on {line.task_id} seed "
-              f"{line.seed}): {line.column} is {line.row_value!r}, replayed {line.replayed!r}", file=sys.stderr)
+              f"{line.seed}): {line.column} is {show(line.row_value)}, replayed {show(line.replayed)}",
+              file=sys.stderr)
     return 1
 
 
@@ -58,8 +64,12 @@ def _verify_card(args: argparse.Namespace):
     from finbench.errors import FinbenchError  # lazy: as above
     from finbench.running.verify import verify  # lazy: as above
 
-    rows = read_rows(args.card, "finbench verify")
-    replay = rows_replay(rows, policy=args.agent, where="finbench verify")
+    from finbench.sharing.submitted import read_submitted  # lazy: as above
+
+    card = Path(args.card)
+    read_submitted(card, "")  # refused unless its rows are the whole run its stamp names (and its card theirs)
+    rows = read_rows(card.parent if card.name == "card.json" else card, str(card))
+    replay = rows_replay(rows, policy=args.agent, where=str(card))
     if replay.cannot:
         label, why = next(iter(replay.cannot.items()))
         raise FinbenchError(f"the rows of {label!r} cannot be replayed: {why}".replace("pass policy=", "give --agent"))

@@ -23,7 +23,7 @@ from finbench.analysis import metrics as M
 from finbench.analysis.card_tables import draw_command, json_ready, png_name
 from finbench.errors import FinbenchError
 from finbench.files import atomic_write
-from finbench.sharing.submitted import Submitted, named, same_run, stamp_run
+from finbench.sharing.submitted import Submitted, at, distinct, named, same_run, stamp_run
 
 __all__ = ["Comparison", "compare"]
 
@@ -69,8 +69,9 @@ class Comparison:
 
 def compare(subs: list[Submitted], where: str = "compare") -> Comparison:
     """The paired comparison of two or more results of one run (`same_run`)."""
+    subs = distinct(subs, where)
     if len(subs) < 2:
-        raise FinbenchError(f"{where}: give at least two results to compare, got {len(subs)}")
+        raise FinbenchError(f"{at(where)}give at least two results to compare, got {len(subs)}")
     subs = named(subs)
     stamp = same_run(subs, where)
     n_boot, seed = int(stamp.get("n_boot", 2000)), int(stamp.get("boot_seed", 0))
@@ -78,7 +79,7 @@ def compare(subs: list[Submitted], where: str = "compare") -> Comparison:
     for s in subs[1:]:
         shared = shared.merge(s.rows[KEY], on=KEY)
     if shared.empty:
-        raise FinbenchError(f"{where}: the results share no episode (task and seed)")
+        raise FinbenchError(f"{at(where)}the results share no episode (task and seed)")
     rows = pd.concat([s.rows.merge(shared, on=KEY).assign(policy=s.name) for s in subs], ignore_index=True)
     names = [s.name for s in subs]
     exact = M.bootstrap_ci(rows, "exact", names, n_boot, seed)

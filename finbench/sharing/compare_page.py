@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from finbench.sharing import figures as F
-from finbench.sharing.page import figure_html, page, section, table_html, text
+from finbench.sharing.page import figure_html, md_text, page, section, table_html, text
 from finbench.sharing.report_page import MONEY, PCT, interval
 
 __all__ = ["compare_html", "compare_markdown", "tables"]
@@ -64,11 +64,12 @@ def _wins_lines(c, md: bool) -> list[str]:
         for side, other in (("a", "b"), ("b", "a")):
             me, them = w[side], w[other]
             shown = w[f"{side}_wins"]
-            out.append(f"{me} left a lower gap than {them} on {len(shown)} task(s) shown here"
+            name = md_text if md else (lambda x: x)
+            out.append(f"{name(me)} left a lower gap than {name(them)} on {len(shown)} task(s) shown here"
                        + (":" if shown else "."))
             for e in shown:
                 out.append(f"- {e['task_id']} ({e['archetype']}), seed {e['seed']}: gap {_dollars(e['gap_a'])} for "
-                           f"{w['a']} (ended {e['ended_a']}), {_dollars(e['gap_b'])} for {w['b']} (ended "
+                           f"{name(w['a'])} (ended {e['ended_a']}), {_dollars(e['gap_b'])} for {name(w['b'])} (ended "
                            f"{e['ended_b']})")
                 out.append(f"  `{e['draw']}`" if md else e["draw"])
     return out
@@ -82,13 +83,16 @@ def _intro(c) -> str:
 
 def compare_markdown(c) -> str:
     t = tables(c)
-    lines = [f"# Comparison: {', '.join(c.names)}", "", *(f"- {k}: {v}" for k, v in c.stamp.items()), "",
-             _intro(c), ""]
+    lines = [f"# Comparison: {', '.join(map(md_text, c.names))}", "",
+             *(f"- {k}: {md_text(v)}" for k, v in c.stamp.items()), "", _intro(c), ""]
     for title, name in (("The agents", "headline"), ("Paired differences (a - b)", "pairs"),
                         ("By archetype", "archetypes"), ("pass^k", "pass_k"), ("Effect verdicts", "verdicts")):
         df = t[name].copy()
         for col, how in _fmt(df).items():
             df[col] = [how(v) for v in df[col]]
+        df = df.rename(columns=md_text)
+        for col in df.columns:
+            df[col] = [md_text(v) if isinstance(v, str) else v for v in df[col]]  # a name is text, markup escaped
         lines += [f"## {title}", "", df.to_markdown(index=False, disable_numparse=True), ""]
     lines += ["## Where each wins", "", "Episodes where one left a lower gap than the other (by more than half a "
               "cent); each command draws both timelines (left: the first, right: the second).", "",

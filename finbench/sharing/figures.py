@@ -59,7 +59,7 @@ def standing_figure(table2: list[dict], agents: set[str]):
             tick.set_color(_AGENT)
     axes[0].set_xlim(-2, 102)
     axes[0].set_xlabel("exact % (95% interval over units)")
-    axes[1].set_xlabel("mean gap $ to the reference (95% interval; lower is better)")
+    axes[1].set_xlabel("mean gap $ (95% interval; lower is better)")
     axes[1].set_xlim(left=min(0.0, *(_ci(e, "gap_ci")[0] for e in table2 if e.get("gap_ci"))) - 5)
     return fig
 

@@ -21,7 +21,7 @@ from finbench.analysis.tables import write_table
 from finbench.errors import FinbenchError
 from finbench.files import atomic_write
 from finbench.sharing.report_page import MONEY, PCT, interval
-from finbench.sharing.submitted import Submitted, named, same_run
+from finbench.sharing.submitted import Submitted, at, distinct, named, same_run
 
 __all__ = ["Leaderboard", "leaderboard"]
 
@@ -56,22 +56,23 @@ class Leaderboard:
     def write(self, out) -> list[Path]:
         """leaderboard.csv and leaderboard.md (stamped), and leaderboard.html, into `out`; the paths written."""
         from finbench.sharing.figures import standing_figure  # lazy: matplotlib loads only to draw
-        from finbench.sharing.page import figure_html, page, section, table_html  # lazy: as above
+        from finbench.sharing.page import figure_html, md_text, page, section, table_html  # lazy: as above
 
         out = Path(out)
         flat = self.table.assign(**{f"{c}_{end}": self.table[c].map(lambda ci, i=i: None if ci is None else ci[i])
                                     for c in ("exact_ci", "gap_ci", "diff_ci", "paired_ci")
                                     for i, end in enumerate(("lo", "hi"))}).drop(
             columns=["exact_ci", "gap_ci", "diff_ci", "paired_ci"])
-        paths = write_table(flat, "leaderboard", self.stamp, out, title="Leaderboard", markdown=self.shown(),
-                            notes=[NOTE])
+        shown = self.shown()
+        md = shown.assign(policy=shown["policy"].map(md_text), card=shown["card"].map(md_text))
+        paths = write_table(flat, "leaderboard", self.stamp, out, title="Leaderboard", markdown=md, notes=[NOTE])
         agents = set(self.table.loc[self.table["kind"] == "agent", "policy"])
         ranked = [{**r, "privileged": r["kind"] == "reference"} for r in self.table.to_dict("records")]
         html = page("Leaderboard", [
             f"<p>{NOTE}</p>",
             section("Standing", figure_html(standing_figure(ranked, agents), "exact % and mean gap per policy",
                                             "Agents in blue, the gate in orange, the privileged oracle hollow."),
-                    table_html(self.shown(), key="leaderboard"))], self.stamp)
+                    table_html(shown, key="leaderboard"))], self.stamp)
         return [*paths, atomic_write(out / "leaderboard.html", html)]
 
 
@@ -82,11 +83,12 @@ NOTE = ("Ranked by mean gap, the dollars left on the table against the privilege
 
 def leaderboard(subs: list[Submitted], where: str = "leaderboard") -> Leaderboard:
     """The ranked table of the agents of `subs` (cards of one run) and the nine."""
+    subs = distinct(subs, where)
     if not subs:
-        raise FinbenchError(f"{where}: no card given")
+        raise FinbenchError(f"{at(where)}no card given")
     lacking = [str(s.path) for s in subs if s.card is None]
     if lacking:
-        raise FinbenchError(f"{where}: {', '.join(lacking)}: a rows.csv alone holds no numbers of the nine; give "
+        raise FinbenchError(f"{at(where)}{', '.join(lacking)}: a rows.csv alone holds no numbers of the nine; give "
                             "card folders (card.json beside rows.csv), as finbench eval writes them")
     subs = named(subs)
     stamp = same_run(subs, where)
@@ -98,7 +100,7 @@ def leaderboard(subs: list[Submitted], where: str = "leaderboard") -> Leaderboar
         for p, e in nine.items():
             theirs = own.get(p)
             if theirs is None or any(theirs.get(f) != e.get(f) for f in NUMBERS):
-                raise FinbenchError(f"{where}: {s.path}: the nine's rows differ from {subs[0].path}'s ({p}); the "
+                raise FinbenchError(f"{at(where)}{s.path}: the nine's rows differ from {subs[0].path}'s ({p}); the "
                                     "cards were not made by one run of this benchmark, so they are not ranked together")
         t4 = {e["policy"]: e for e in s.card.get("table4") or []}
         rows.append(_row(own[s.agent], t4.get(s.agent), "agent", str(s.path), s.name))

@@ -13,8 +13,10 @@ import re
 
 import pandas as pd
 
-__all__ = ["figure_html", "markdown_html", "page", "png_html", "section", "table_html", "text"]
+__all__ = ["figure_html", "markdown_html", "md_text", "one_line", "page", "png_html", "section", "table_html", "text"]
 
+_ESCAPES = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_MARKUP = re.compile(r"([\\`*|<>$])")
 _NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
 STYLE = """
 body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
@@ -34,6 +36,17 @@ pre,code{font-family:"DejaVu Sans Mono",Menlo,monospace}pre{background:#f7f7f7;p
 font-size:.8em;white-space:pre-wrap;word-break:break-all}
 details{margin:.6em 0}.wide{overflow-x:auto}
 """
+
+
+def one_line(name) -> str:
+    """A name as one line of printable text: escape sequences dropped, controls and line breaks a space."""
+    cleaned = _ESCAPES.sub("", str(name))
+    return " ".join("".join(ch if ch.isprintable() else " " if ch.isspace() else "" for ch in cleaned).split())
+
+
+def md_text(name) -> str:
+    """A name as Markdown text: one line (no heading, no table row of its own), `|` and markup escaped."""
+    return _MARKUP.sub(r"\\\1", one_line(name))
 
 
 def text(value) -> str:

@@ -2,11 +2,16 @@
 name that is markup."""
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
 
+from finbench.cli import main
 from tests.patient import PATIENT
+
+N_TASKS, SEEDS = 30, 2
 
 AGENTS = PATIENT + '''
 class V1(Patient):
@@ -36,3 +41,24 @@ def agents_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("sharing_agents") / "mine.py"
     path.write_text(AGENTS)
     return path
+
+
+def run(*args) -> tuple[int, str, str]:
+    """`finbench ARGS` in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="session")
+def cards(tmp_path_factory, agents_file) -> dict:
+    """Cards of V1 and V2 on one run, and V2's under one seed (another run)."""
+    base = tmp_path_factory.mktemp("cards")
+    made = {}
+    for name, cls, seeds in (("v1", "V1", SEEDS), ("v2", "V2", SEEDS), ("v2_one_seed", "V2", 1)):
+        code, _, err = run("eval", f"{agents_file}:{cls}", "--n-tasks", N_TASKS, "--seeds", seeds, "--no-cache",
+                           "--out", base / name)
+        assert code == 0, err
+        made[name] = base / name
+    return made

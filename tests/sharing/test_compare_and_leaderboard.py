@@ -4,8 +4,6 @@ results of different runs are refused, naming what differs; a leaderboard ranks 
 oracle unranked, and never mixes engine versions or cards whose nine differ."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 
@@ -15,32 +13,11 @@ import pytest
 import finbench as fb
 from finbench.agents.loading import policy_ref
 from finbench.analysis import metrics as M
-from finbench.cli import main
 from finbench.errors import FinbenchError
 from finbench.sharing.compare import compare
 from finbench.sharing.leaderboard import leaderboard
 from finbench.sharing.submitted import read_submitted
-
-N_TASKS, SEEDS = 30, 2
-
-
-def _run(*args) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture(scope="module")
-def cards(tmp_path_factory, agents_file) -> dict:
-    base = tmp_path_factory.mktemp("cards")
-    made = {}
-    for name, cls, seeds in (("v1", "V1", SEEDS), ("v2", "V2", SEEDS), ("v2_one_seed", "V2", 1)):
-        code, _, err = _run("eval", f"{agents_file}:{cls}", "--n-tasks", N_TASKS, "--seeds", seeds, "--no-cache",
-                            "--out", base / name)
-        assert code == 0, err
-        made[name] = base / name
-    return made
+from tests.sharing.conftest import N_TASKS, SEEDS, run as _run
 
 
 def _subs(*paths):
