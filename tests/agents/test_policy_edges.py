@@ -383,7 +383,7 @@ def test_reflection_keeps_observing_after_a_disagreeing_second_look_only_with_ti
 
 
 @pytest.mark.parametrize("policy,first_wait", [
-    ("sop", 30), ("react", 30), ("reflection", 30), ("finality_gate", 25),  # SPEC section 7's defaults
+    ("sop", 60), ("react", 30), ("reflection", 30), ("finality_gate", 25),  # SPEC section 7's defaults
     ("optimistic", 30), ("majority_vote", 75),  # the signatures' defaults
 ])
 def test_a_policy_with_default_knobs_waits_its_default(policy, first_wait):

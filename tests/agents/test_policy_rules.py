@@ -305,12 +305,12 @@ def test_gate_rules_hold_under_faults():
 
 
 # =============================================================================================
-# sop: polls the processor every poll_interval (default 30) ticks: settled -> ship, failed ->
+# sop: polls the processor every poll_interval (default 60) ticks: settled -> ship, failed ->
 # write off; after patience (default 180) ticks with neither, reads the bank: a credit line ->
 # ship, else the fallback (SPEC: refund; knob fallback="refund" refunds without reading the bank).
 # =============================================================================================
 
-def sop_expected(first_terminal_obs: int | None, poll: int = 30, patience: int = 180):
+def sop_expected(first_terminal_obs: int | None, poll: int = 60, patience: int = 180):
     """(number of processor reads, whether the patience fallback is reached) under the SPEC rule:
     reads observed at HANDOVER+1, then every poll + 1 ticks; it acts on the first read at or after
     `first_terminal_obs`, or falls back at the first read observed `patience` ticks after hand-over."""
@@ -330,7 +330,7 @@ def test_sop_ships_when_the_processor_shows_settled():
     n, fallback = sop_expected(d + LAT["processor"])
     assert not fallback
     assert tools(res) == ["read_processor", "wait"] * (n - 1) + ["read_processor", "ship"]
-    assert every(waits_of(calls(res)), lambda w: w == 30)
+    assert every(waits_of(calls(res)), lambda w: w == 60)
     assert status(calls(res)[-2]) == "settled"
 
 
@@ -357,7 +357,7 @@ def test_sop_writes_off_when_the_processor_shows_failed():
 def test_sop_after_patience_reads_the_bank_credit_ships_else_refunds(task, credit):
     res = run(task, "sop")
     n, fallback = sop_expected(None)
-    assert fallback and n == 7  # reads observed at 121, 152, ..., 307: the first >= 120 + 180
+    assert fallback and n == 4  # reads observed at 121, 182, 243, 304: the first >= 120 + 180
     cs = calls(res)
     assert tools(res) == ["read_processor", "wait"] * (n - 1) + ["read_processor", "read_bank",
                                                                   "ship" if credit else "refund"]
@@ -411,7 +411,7 @@ def test_sop_rules_hold_under_faults():
         for c in proc[:-1]:  # every earlier read showed neither
             assert not shows_settled(c) and status(c) != "failed"
     assert set(seen) == {"ship", "write_off", "bank-ship", "bank-refund"}, seen
-    assert every(waits, lambda w: w == 30, "sop waits")
+    assert every(waits, lambda w: w == 60, "sop waits")
 
 
 # =============================================================================================
