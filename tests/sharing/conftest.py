@@ -11,7 +11,7 @@ import pytest
 from finbench.cli import main
 from tests.patient import PATIENT
 
-N_TASKS, SEEDS = 30, 2
+N_TASKS, SEEDS = 16, 2  # 16 tasks hold twin pairs and every archetype but one: enough for each door
 
 AGENTS = PATIENT + '''
 class V1(Patient):
@@ -53,12 +53,14 @@ def run(*args) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="session")
 def cards(tmp_path_factory, agents_file) -> dict:
-    """Cards of V1 and V2 on one run, and V2's under one seed (another run)."""
+    """Cards of V1, V2 and a name that is markup on one run, and V2's under one seed (another run)."""
     base = tmp_path_factory.mktemp("cards")
     made = {}
-    for name, cls, seeds in (("v1", "V1", SEEDS), ("v2", "V2", SEEDS), ("v2_one_seed", "V2", 1)):
+    for name, cls, seeds in (("v1", "V1", SEEDS), ("v2", "V2", SEEDS), ("markup", "Markup", SEEDS),
+                             ("v2_one_seed", "V2", 1)):
         code, _, err = run("eval", f"{agents_file}:{cls}", "--n-tasks", N_TASKS, "--seeds", seeds, "--no-cache",
                            "--out", base / name)
         assert code == 0, err
         made[name] = base / name
     return made
+

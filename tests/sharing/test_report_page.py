@@ -12,16 +12,14 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from finbench.cli import main
 from tests.sharing.conftest import AGENTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
-def card(tmp_path_factory, agents_file) -> tuple[Path, dict, BeautifulSoup]:
-    out = tmp_path_factory.mktemp("card") / "v1"
-    assert main(["eval", f"{agents_file}:V1", "--n-tasks", "30", "--seeds", "2", "--no-cache", "--out", str(out)]) == 0
+def card(cards) -> tuple[Path, dict, BeautifulSoup]:
+    out = cards["v1"]
     doc = json.loads((out / "card.json").read_text())
     return out, doc, BeautifulSoup((out / "report.html").read_text(encoding="utf-8"), "html.parser")
 
@@ -99,11 +97,8 @@ def test_the_page_holds_report_md_s_tables_and_warnings(card):
     assert [p.get_text() for p in soup.find_all("p", class_="warning")] == [f"Warning. {w}" for w in doc["warnings"]]
 
 
-def test_a_name_that_is_markup_is_shown_as_text(tmp_path, agents_file):
-    out = tmp_path / "card"
-    assert main(["eval", f"{agents_file}:Markup", "--n-tasks", "12", "--seeds", "1", "--no-cache", "--out",
-                 str(out)]) == 0
-    html = (out / "report.html").read_text(encoding="utf-8")
+def test_a_name_that_is_markup_is_shown_as_text(cards):
+    html = (cards["markup"] / "report.html").read_text(encoding="utf-8")
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert BeautifulSoup(html, "html.parser").find("script") is None
 

@@ -45,7 +45,7 @@ def _cell(lines, column, value, row=0):
     (lambda ls: _cell(ls, "exact", "yes"), "exact holds 'yes', not True or False"),
     (lambda ls: _cell(ls, "verdict", "banana"), "a verdict is 'banana'"),
     (lambda ls: [*ls, ls[-1]], "is there twice"),
-    (lambda ls: ls[:-3], "not every one of the stamp's 30 tasks x 2 seeds"),
+    (lambda ls: ls[:-3], "not every one of the stamp's 16 tasks x 2 seeds"),
     (lambda ls: _cell(ls, "seed", "7"), "the rows' seeds (0,1,7) are not their stamp's (0,1)"),
 ], ids=["blank-gap", "text-gap", "exact-yes", "verdict", "duplicate", "missing-episodes", "other-seed"])
 def test_rows_that_would_be_misread_are_refused(cards, tmp_path, edit, why):
@@ -86,11 +86,8 @@ def test_the_python_doors_refuse_what_is_not_a_list_of_results(given):
         leaderboard([given])
 
 
-def test_compare_md_writes_a_name_as_text(cards, tmp_path, agents_file):
-    markup = tmp_path / "markup"
-    code, _, err = run("eval", f"{agents_file}:Markup", "--n-tasks", 30, "--seeds", 2, "--no-cache", "--out", markup)
-    assert code == 0, err
-    code, _, err = run("compare", cards["v1"], markup, "--out", tmp_path / "out")
+def test_compare_md_writes_a_name_as_text(cards, tmp_path):
+    code, _, err = run("compare", cards["v1"], cards["markup"], "--out", tmp_path / "out")
     assert code == 0, err
     md = (tmp_path / "out" / "compare.md").read_text()
     assert "<script>" not in md and r"\<script\>" in md
@@ -113,6 +110,7 @@ def test_a_card_of_chosen_tasks_replays(tmp_path, agents_file):
     assert code == 0 and "every replayed row equals its row" in printed, err
 
 
+@pytest.mark.slow  # a subprocess
 def test_a_reader_that_leaves_stops_the_command_quietly(cards):
     shell = (f"{sys.executable} -m finbench leaderboard {cards['v1']} {cards['v2']} --out {cards['v1'].parent / 'lb'}"
              " | head -1; echo ${PIPESTATUS[0]}")
