@@ -197,7 +197,8 @@ def _cache_fifo(tmp_path):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert any(issubclass(w.category, CacheWarning) and "not a regular file: a FIFO" in str(w.message) for w in seen)
-    assert rows.equals(evaluate(tiny, ["react"], seeds=[0], cache=False))
+    # every column equal; the origin may differ (what earlier tests of this process left in the memos)
+    assert rows.drop(columns="origin").equals(evaluate(tiny, ["react"], seeds=[0], cache=False).drop(columns="origin"))
 
 
 def _pipeline(*args):

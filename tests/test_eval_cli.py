@@ -280,10 +280,19 @@ def test_module_name_form(tmp_path, monkeypatch, capsys):
     code, out, err = run_eval(capsys, "my_agents_mod:Patient", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
                               "--no-cache")
     assert code == 0, err
-    # the default folder is the repository's build/, not the working directory's
-    assert (tmp_path / "root" / "build" / "eval" / "patient" / "report.md").is_file()
-    assert not (tmp_path / "build").exists()
+    # run outside the clone (FINBENCH_ROOT), the default folder is the working directory's build/
+    assert (tmp_path / "build" / "eval" / "patient" / "report.md").is_file()
+    assert not (tmp_path / "root" / "build").exists()
     assert "> patient" in out
+    # run inside the clone, from any of its folders, it is the clone's build/
+    inside = tmp_path / "root" / "docs"
+    inside.mkdir(parents=True)
+    monkeypatch.chdir(inside)
+    code, out, err = run_eval(capsys, "my_agents_mod:Patient", "--n-tasks", "9", "--seeds", "1", "--n-jobs", "1",
+                              "--no-cache")
+    assert code == 0, err
+    assert (tmp_path / "root" / "build" / "eval" / "patient" / "report.md").is_file()
+    assert not (inside / "build").exists()
 
 
 def test_help_names_the_exit_codes(capsys):

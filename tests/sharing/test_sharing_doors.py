@@ -2,9 +2,9 @@
 with one line naming the file and what is wrong (exit 64), never a wrong number or an internal error."""
 from __future__ import annotations
 
+import io
 import json
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -110,12 +110,22 @@ def test_a_card_of_chosen_tasks_replays(tmp_path, agents_file):
     assert code == 0 and "every replayed row equals its row" in printed, err
 
 
-@pytest.mark.slow  # a subprocess
-def test_a_reader_that_leaves_stops_the_command_quietly(cards):
-    shell = (f"{sys.executable} -m finbench leaderboard {cards['v1']} {cards['v2']} --out {cards['v1'].parent / 'lb'}"
-             " | head -1; echo ${PIPESTATUS[0]}")
-    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120)
-    assert done.stdout.splitlines()[-1] == "141" and "internal error" not in done.stderr, done.stderr
+class _PipeGone(io.TextIOWrapper):
+    """A stdout whose reader has left (`| head`): every write raises BrokenPipeError."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_reader_that_leaves_stops_the_command_quietly(cards, tmp_path, monkeypatch):
+    sink = open(tmp_path / "sink", "w+b")
+    monkeypatch.setattr(sys, "stdout", _PipeGone(sink))
+    code, err = None, io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    from finbench.cli import main
+
+    code = main(["leaderboard", str(cards["v1"]), str(cards["v2"]), "--out", str(tmp_path / "lb")])
+    assert code == 141 and "internal error" not in err.getvalue()
 
 
 def test_an_unwritable_default_folder_is_refused(cards, monkeypatch):
