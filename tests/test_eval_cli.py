@@ -18,24 +18,12 @@ from finbench.agents.registry import DEFAULT_POLICIES
 from finbench.analysis.tables import read_table
 from finbench.cli import build_parser, main
 from finbench.grading import CHECKS
+from tests.patient import PATIENT
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
-AGENTS = '''
-class Patient:
-    """Ship once the processor reports the capture settled; escalate near the deadline (40 probes of 5 ticks run out first, at t=320: its card says so)."""
-    name = "patient"
-    def begin(self, brief):
-        self.order = brief["order_id"]
-    def act(self, obs):
-        caps = (obs.get("result") or {}).get("captures", [])
-        if any(c["status"] == "settled" for c in caps):
-            return "ship", {"order_id": self.order}
-        if obs["t"] > 590:
-            return "escalate", {"order_id": self.order}
-        return "probe_processor", {"order_id": self.order}
-
+AGENTS = PATIENT + '''
 class Boom(Patient):
     name = "boom"
     def act(self, obs):

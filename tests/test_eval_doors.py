@@ -13,6 +13,7 @@ import pytest
 
 from finbench.cli import main
 from finbench.errors import show
+from tests.patient import PATIENT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,19 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 DOORS = '''
 import os, sys, threading, time
-
-class Patient:
-    name = "patient"
-    def begin(self, brief):
-        self.order = brief["order_id"]
-    def act(self, obs):
-        caps = (obs.get("result") or {}).get("captures", [])
-        if any(c["status"] == "settled" for c in caps):
-            return "ship", {"order_id": self.order}
-        if obs["t"] > 590:
-            return "escalate", {"order_id": self.order}
-        return "probe_processor", {"order_id": self.order}
-
+''' + PATIENT + '''
 class Bare(BaseException):
     pass
 
