@@ -23,12 +23,40 @@ so a run collects a few test modules rather than the whole suite. Two things fol
   reads its observation is called again and again), and mutmut's own limit, 30 times the
   selected tests' clean duration in CPU seconds, is most of an hour for a function that
   half the suite reaches. Such a hang is the mutant's doing: failing the test kills it.
+- Bytecode is written for mutants/ only (see _bytecode_for_mutants_only): the Makefile unsets
+  PYTHONDONTWRITEBYTECODE so that the mutated modules are compiled once, not once a mutant.
 """
+import importlib.machinery
 import json
+import os
 import signal
 from pathlib import Path
 
 import pytest
+
+
+def _bytecode_for_mutants_only() -> None:
+    """Write .pyc files under mutants/ (this file's tree) only, as if PYTHONDONTWRITEBYTECODE still held
+    for every other source. A test that writes a module in its tmp_path, imports it, rewrites it and reloads
+    it (tests/running/test_cache_by_declaration.py, the sibling_module channel) would otherwise be handed
+    its first version back: a .pyc is checked against its source's size and mtime in whole seconds, and
+    LIMIT = 590 and LIMIT = 125 have the same size and are written within the same second."""
+    loader = importlib.machinery.SourceFileLoader
+    if getattr(loader.set_data, "_mutants_only", False):
+        return
+    root = str(Path(__file__).resolve().parents[1]) + os.sep
+    write = loader.set_data  # the loader writes bytecode through it (importlib.abc.SourceLoader.set_data)
+
+    def set_data(self, path, data, *args, **kwargs):
+        if str(path).startswith(root):
+            return write(self, path, data, *args, **kwargs)
+        return None
+
+    set_data._mutants_only = True
+    loader.set_data = set_data
+
+
+_bytecode_for_mutants_only()
 
 _LIMITS: dict[str, float] = {}
 """Each selected test's time limit under the mutant, in wall seconds (empty in the clean run)."""
