@@ -81,7 +81,7 @@ def verify(run, rows: pd.DataFrame | None = None, per_origin: int = 10, seed: in
     nothing that made the row can make its replay."""
     rows = run.evaluate() if rows is None else rows
     if O.COLUMN not in rows.columns:  # rows shared as a file, from before rows said their origin
-        rows = rows.reset_index(drop=True).assign(**{O.COLUMN: SUBMITTED})
+        rows = rows.assign(**{O.COLUMN: SUBMITTED})  # rows are sampled and named by position
         written = True
     refs = {ref.label: ref for ref in run.policies}
     out = []
