@@ -60,7 +60,7 @@ class _Kept:
 
     __slots__ = ("record", "row", "profile", "probe", "probed", "_signature")
 
-    def __init__(self, record: tuple, row: tuple, profile: FaultProfile, probe=None, probed: bool = False):
+    def __init__(self, record: tuple, row: tuple, profile: FaultProfile, probe, probed: bool):
         self.record, self.row, self.profile, self.probe, self.probed = record, row, profile, probe, probed
         self._signature = None
 
