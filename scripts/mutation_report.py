@@ -28,6 +28,7 @@ import configparser
 import csv
 import fnmatch
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -99,6 +100,13 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def row_change(row: str) -> str:
+    """The change a survivors' table row of the page shows (its third cell, as `code` wrote it), squeezed."""
+    text = re.split(r"(?<!\\)\|", row.strip().strip("|"))[2].strip()
+    text = text[3:-3] if text.startswith("`` ") and text.endswith(" ``") else text[1:-1]
+    return " ".join(text.replace("\\|", "|").split())
+
+
 def triage() -> dict[str, dict]:
     if not TRIAGE.exists():
         return {}
@@ -146,7 +154,8 @@ def previous() -> dict[str, dict]:
             counts = dict(zip(COLUMNS, map(int, cells[1:7])))
             section = None
             out.setdefault(cells[0].strip("`"), {"rows": {}}).update(
-                counts=counts, total=int(cells[7]), at=cells[9].strip("`") if len(cells) > 9 else source)
+                counts=counts, total=int(cells[7]), at=cells[9].strip("`") if len(cells) > 9 else source,
+                mutants=cells[10] if len(cells) > 10 else "all")
         elif cells and section is not None:
             section["rows"][cells[0].strip("`")] = line
     return {m: v for m, v in out.items()  # a module the page never saw measured is not carried
@@ -207,7 +216,9 @@ def main() -> None:
         return f"{100 * (c['killed'] + c['timeout'] + c['error']) / checked:.1f}%" if checked else "–"
 
     def sample_cell(mod: str, c: Counter, n: int) -> str:
-        if mod not in sampled or mod in carried or not sampled[mod]["of"]:
+        if mod in carried:  # the page's last report of it: its sample as the page described it
+            return last[mod]["mutants"]
+        if mod not in sampled or not sampled[mod]["of"]:
             return "all"
         k, m = c["killed"] + c["timeout"] + c["error"], n - c["not checked"]
         note = f"; {sampled[mod]['note']}" if sampled[mod].get("note") else ""
@@ -253,7 +264,9 @@ def main() -> None:
     for mod in mods:
         if mod in carried:
             dotted = mod[:-len(".py")].replace("/", ".").removesuffix(".__init__")
-            kept = [row for short, row in carried[mod].items() if f"{dotted}.{short}" in notes]
+            # by name, or (mutmut renumbers a changed function's mutants) by its function and the exact change
+            kept = [row for short, row in carried[mod].items() if f"{dotted}.{short}" in notes
+                    or (function(f"{dotted}.{short}"), row_change(row)) in by_change]
             gone = last[mod].get("gone", 0) + len(carried[mod]) - len(kept)
             if kept or gone:
                 sections += ["", f"### `{mod}`", ""]

@@ -421,6 +421,17 @@ def test_the_card_says_whether_the_rows_came_from_the_cache(tmp_path):
                                          "text": "9 of 9 episodes from the cache (declared cache_id 'v1')"}
 
 
+def test_a_model_s_source_counts_its_episodes_asked_resumed_and_replayed():
+    """docs/card.md: a model's `source` holds asked_now, resumed and replayed; played_now is asked_now + resumed
+    (never a replay); no cache_id; the text is the run's own account, with where its transcripts are."""
+    rows = pd.DataFrame({"policy": ["m"] * 9 + [GATE] * 9})
+    model = {"episodes": {"asked_now": 5, "resumed": 1, "replayed": 3}, "source": "5 asked now",
+             "transcripts": "runs/m"}
+    assert T.model_source(rows, "m", model) == {
+        "episodes": 9, "from_cache": 0, "played_now": 6, "asked_now": 5, "resumed": 1, "replayed": 3,
+        "cache_id": None, "text": "5 asked now (transcripts in runs/m)"}
+
+
 def test_the_stamp_names_package_engine_and_commit(ship_it):
     out, _ = ship_it
     stamp = _card(out)["stamp"]

@@ -442,6 +442,28 @@ def test_progress_shows_the_chunks(capsys):
     assert re.search(r"(^|\r)chunks: ", capsys.readouterr().err)
 
 
+class _Escalator:
+    """A user's policy (played through the public step): escalates at once."""
+
+    name = "escalator"
+
+    def begin(self, brief):
+        self.order = brief["order_id"]
+
+    def act(self, obs):
+        return "escalate", {"order_id": self.order}
+
+
+def test_progress_over_overlapped_episodes_counts_them_out_of_their_total(capsys):
+    """A user's episodes on threads (max_connections > 1) show an `episodes` bar out of all of them: 2 tasks x 2
+    seeds = 4."""
+    fb.evaluate(fb.make_corpus(n_tasks=2), [_Escalator], seeds=[0, 1], cache=False, progress=True,
+                max_connections=2)
+    import re
+
+    assert re.search(r"(^|\r)episodes: +\d+%\|.*\| \d/4 ", capsys.readouterr().err)
+
+
 class _Cyclic:
     """A user's policy whose every episode leaves a reference cycle behind (a node that points at itself)."""
 

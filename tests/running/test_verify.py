@@ -71,6 +71,28 @@ def test_rows_without_origin_are_checked_as_submitted_and_a_wrong_one_is_named()
     assert bad[["row", "origin", "column"]].values.tolist() == [[3, "submitted", "gap"]]
 
 
+def test_ten_rows_of_each_origin_are_replayed_by_default(monkeypatch):
+    import finbench.running.verify as V
+
+    run = fb.Run(CORPUS, seeds=(0,), policies=["sop"], cache=False)
+    rows = run.evaluate()
+    assert len(rows) == 30 and set(rows["origin"]) == {"played"}
+    replays = []
+    real = V.episode_row
+    monkeypatch.setattr(V, "episode_row", lambda *a: replays.append(a) or real(*a))
+    assert verify(run, rows).empty
+    assert len(replays) == 10
+
+
+def test_rows_without_origin_are_read_by_position_whatever_their_index():
+    """A frame indexed by a column it also holds (`set_index("task_id", drop=False)`) is verified as it is."""
+    run = fb.Run(CORPUS, seeds=(0,), policies=["sop"], cache=False)
+    rows = run.evaluate().drop(columns="origin").set_index("task_id", drop=False)
+    rows.iloc[3, rows.columns.get_loc("gap")] += 1.0
+    bad = verify(run, rows, per_origin=len(rows))
+    assert bad[["row", "origin", "column"]].values.tolist() == [[3, "submitted", "gap"]]
+
+
 def test_the_command_covers_every_origin_and_exits_0(capsys):
     from finbench.cli import main
 
