@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from finbench.analysis.verdicts import Measure, decide, direction, paper_claims
+from finbench.analysis.verdicts import PAPER_CLAIMS, Measure, decide, direction, paper_claims
 
 ROWS = [pc for pc in paper_claims() if pc.favours and pc.test not in ("holds", "includes_zero", "excludes_zero")]
 
@@ -54,7 +54,8 @@ def test_a_row_naming_both_versus_and_than_is_refused(tmp_path):
 
     from finbench.errors import FinbenchError
 
-    src = list(csv.DictReader(open(paper_claims.__globals__["PAPER_CLAIMS"], newline="")))
+    with open(PAPER_CLAIMS, newline="") as fh:
+        src = list(csv.DictReader(fh))
     row = next(r for r in src if r["versus"])
     row["than"] = "0"
     path = tmp_path / "claims.csv"
