@@ -18,10 +18,7 @@ _AGENT, _NINE, _GATE = "#0072b2", "#8c8c8c", "#d55e00"
 
 
 def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the session's own backend: a Jupyter kernel keeps its inline one
     from finbench.analysis.plotting import apply_style  # lazy: matplotlib loads only to draw
 
     apply_style()
