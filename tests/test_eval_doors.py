@@ -269,8 +269,8 @@ def test_a_slow_honest_agent_is_not_stopped(limit, doors, tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent, jobs, tasks, processes", [("Threader", "1", "9", 1), ("Threader", "2", "30", 3),
-                                                            ("WorkerThreader", "2", "30", 2)])
+@pytest.mark.parametrize("agent, jobs, tasks, processes", [("Threader", "1", "9", {1}), ("Threader", "2", "30", {2, 3}),
+                                                            ("WorkerThreader", "2", "30", {1, 2})])
 def test_a_thread_the_agent_leaves_does_not_keep_the_process(agent, jobs, tasks, processes, doors, tmp_path):
     """The card is written and the command exits with 0 at once, though the agent started a thread that never
     ends, in the command's process and (two workers) in the workers; none of those processes is left behind."""
@@ -281,7 +281,8 @@ def test_a_thread_the_agent_leaves_does_not_keep_the_process(agent, jobs, tasks,
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - start < 60 and (tmp_path / "card" / "report.md").is_file()
     started = {int(p) for p in pids.read_text().split()}
-    assert len(started) == processes  # the command's process, and the workers'
+    # the command's process, and the workers': one worker may take every chunk before the other starts
+    assert len(started) in processes
     deadline = time.monotonic() + 20
     while started and time.monotonic() < deadline:
         started = {p for p in started if _alive(p)}

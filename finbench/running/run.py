@@ -170,38 +170,50 @@ _MEMO: OrderedDict = register("running.run.episodes", OrderedDict(), keys="(corp
 """A policy's episode rows in a run, with the costs they were priced under; only a policy with a cache key."""
 
 
-def _sim_key(run: Run, ref: PolicyRef) -> tuple | None:
+class _Store:
+    """Where `_episodes` keeps rows to share: the process's memos, or (`private`) one sweep's own, which a run
+    that asks for nothing cached still shares within that sweep and drops after it (its costs re-priced, not
+    played again)."""
+
+    def __init__(self, memo: OrderedDict, repricers: OrderedDict, private: bool = False):
+        self.memo, self.repricers, self.private = memo, repricers, private
+
+
+def _sim_key(run: Run, ref: PolicyRef, store: _Store) -> tuple | None:
     """What decides a policy's episodes in a run, taken now; None (never shared) without a cache key
-    (a user's policy that declares no `cache_id`) or when the run asks for nothing cached."""
-    key = None if run.cache is False else ref.cache_key()
+    (a user's policy that declares no `cache_id`) or when the run asks for nothing cached (but within its
+    own sweep)."""
+    key = None if run.cache is False and not store.private else ref.cache_key()
     if key is None:
         return None
     return (run.corpus.fingerprint, run.seeds, run.profile.key(), simulation_key(run.costs), key,
             tuple(run.probe.key()))
 
 
-def _episodes(run: Run):
+def _episodes(run: Run, store: _Store | None = None):
     """Per policy: a memoised simulation of the same episodes (re-priced if only prices differ),
     else `evaluate` for every missing policy at once (so worlds are built once for all of them).
     `df.attrs["loaded"]` counts each policy's episodes that were not played now."""
     import pandas as pd  # lazy: a Run is described without loading pandas
 
+    store = store or _SHARED
+    memo = store.memo
     parts: dict[int, Any] = {}
     missing = []
     hits: dict = {}  # simulated costs -> [(i, key, frame)]: one re-pricing for all of them (pandas costs per call)
-    keys = [_sim_key(run, ref) for ref in run.policies]
+    keys = [_sim_key(run, ref, store) for ref in run.policies]
     loaded = dict.fromkeys(run.labels, 0)
     for i, ref in enumerate(run.policies):
         key = keys[i]
-        hit = None if key is None else _MEMO.get(key)
+        hit = None if key is None else memo.get(key)
         how = O.MEMO
         if hit is None and key is not None and ref.builtin:  # a user's rows only for the very run that played them
-            hit, how = _fewer_seeds(key), O.CUT
+            hit, how = _fewer_seeds(key, memo), O.CUT
         if hit is None:
             missing.append(i)
             continue
-        if key in _MEMO:
-            _MEMO.move_to_end(key)
+        if key in memo:
+            memo.move_to_end(key)
         frame, costs = hit
         loaded[ref.label] = len(frame)
         hits.setdefault(costs, []).append((i, key, frame, how))
@@ -211,7 +223,7 @@ def _episodes(run: Run):
                 parts[i] = frame.assign(**{O.COLUMN: how})  # a copy: the memo keeps the rows' own origins
                 add(how, len(frame))
             continue
-        priced = _repricer(run.corpus, costs, items).priced(run.costs)
+        priced = _repricer(run.corpus, costs, items, store.repricers).priced(run.costs)
         if len(items) == len(run.policies):  # all of them, in order: the frame is the run's rows
             priced.attrs["loaded"] = loaded
             return priced
@@ -229,22 +241,22 @@ def _episodes(run: Run):
             frame = df[df["policy"] == ref.label].reset_index(drop=True)
             key = keys[i]
             if key is not None:
-                _MEMO[key] = (frame, run.costs)
+                memo[key] = (frame, run.costs)
             parts[i] = frame
-        while len(_MEMO) > _MEMO_SIZE:
-            _MEMO.popitem(last=False)
+        while len(memo) > _MEMO_SIZE:
+            memo.popitem(last=False)
     out = pd.concat([parts[i] for i in range(len(run.policies))], ignore_index=True)
     out.attrs["loaded"] = loaded
     return out
 
 
-def _fewer_seeds(key: tuple) -> tuple | None:
+def _fewer_seeds(key: tuple, memo: OrderedDict) -> tuple | None:
     """A memoised frame of the same episodes under more seeds, cut to `key`'s (its rows of those seeds, in
     its order), kept under `key`: a row does not depend on which other seeds were asked (each seed's episode
     is played, or derived exactly as playing it would give). The splits' ablation and cost sweep on one seed
     take the headline's first seed so. The seeds must come in the memo's order (a subsequence of them)."""
     fp, seeds, *rest = key
-    for (fp2, seeds2, *rest2), (frame, costs) in reversed(_MEMO.items()):
+    for (fp2, seeds2, *rest2), (frame, costs) in reversed(memo.items()):
         if fp2 != fp or rest2 != rest or len(seeds2) <= len(seeds):
             continue
         where = {s: n for n, s in enumerate(seeds2)}
@@ -254,9 +266,9 @@ def _fewer_seeds(key: tuple) -> tuple | None:
     else:
         return None
     cut = frame[frame["seed"].isin(seeds)].reset_index(drop=True)
-    _MEMO[key] = (cut, costs)
-    while len(_MEMO) > _MEMO_SIZE:
-        _MEMO.popitem(last=False)
+    memo[key] = (cut, costs)
+    while len(memo) > _MEMO_SIZE:
+        memo.popitem(last=False)
     return cut, costs
 
 
@@ -265,20 +277,23 @@ _REPRICERS: OrderedDict = register("running.run.repricers", OrderedDict(), keys=
                                    "costs, the run memo's keys of the frames)", bound=_REPRICERS_SIZE)
 
 
-def _repricer(corpus: Corpus, costs, items) -> Repricer:
+def _repricer(corpus: Corpus, costs, items, repricers: OrderedDict) -> Repricer:
     """The memo's frames of `items`, concatenated and made ready to price, kept for the next costs
     (a cost sweep prices the same frames under 45). The memo's own rows, simulated here from this
     corpus under `costs`: no row check needed."""
     import pandas as pd  # lazy: a Run is described without loading pandas
 
     key = (corpus.fingerprint, costs, tuple(item[1] for item in items))
-    rows = _REPRICERS.get(key)
+    rows = repricers.get(key)
     if rows is None:
-        rows = _REPRICERS[key] = Repricer(pd.concat([item[2] for item in items], ignore_index=True), corpus)
-        while len(_REPRICERS) > _REPRICERS_SIZE:
-            _REPRICERS.popitem(last=False)
-    _REPRICERS.move_to_end(key)
+        rows = repricers[key] = Repricer(pd.concat([item[2] for item in items], ignore_index=True), corpus)
+        while len(repricers) > _REPRICERS_SIZE:
+            repricers.popitem(last=False)
+    repricers.move_to_end(key)
     return rows
+
+
+_SHARED = _Store(_MEMO, _REPRICERS)
 
 
 # --- sweeps ----------------------------------------------------------------------------
@@ -333,9 +348,11 @@ def sweep(base: Run, grid: dict[str, list], summarise: Callable[[Run, Any], Any]
     if empty:
         raise FinbenchError(f"sweep: grid field(s) {', '.join(empty)} must be a non-empty list of values")
     frames = []
+    # a run that asks for nothing cached shares its rows within this sweep only (its other costs re-priced)
+    store = _Store(OrderedDict(), OrderedDict(), private=True) if base.cache is False else None
     for combo in itertools.product(*(values[n] for n in names)):
         run = base.replace(**dict(zip(names, combo)))
-        df = run.evaluate()
+        df = _episodes(run, store) if store is not None and run.cache is False else run.evaluate()
         out = summarise(run, df) if summarise is not None else df
         if not isinstance(out, pd.DataFrame):
             raise FinbenchError(f"sweep: summarise must return a DataFrame, got {show(out)}")

@@ -79,9 +79,18 @@ def test_sweep_shares_episodes_and_reprices(monkeypatch, tmp_path):
         direct = evaluate(SMALL, ["sop", "finality_gate"], seeds=[0, 1], costs=c, cache=False)
         got = out[(out.costs == costs_label(c)) & (out.policies == "sop, finality_gate")]
         assert_same_rows(got.drop(columns=["costs", "policies"]).reset_index(drop=True), direct)
-    calls.clear()
-    fb.sweep(base.replace(cache=False), {"costs": costs})  # nothing cached: every run plays its episodes
-    assert len(calls) == len(costs)
+    # nothing cached: the sweep still plays once and re-prices its other costs, and keeps nothing after it
+    for _ in range(2):
+        calls.clear()
+        alone = fb.sweep(base.replace(cache=False), {"costs": costs})
+        assert len(calls) == 1
+        first = alone.costs == "default"
+        assert first.sum() == len(alone) // 3 and "repriced" not in set(alone.origin[first])
+        assert (alone.origin[~first] == "repriced").all()
+        for c in costs:
+            direct = evaluate(SMALL, ["sop", "finality_gate"], seeds=[0, 1], costs=c, cache=False)
+            got = alone[alone.costs == costs_label(c)].drop(columns=["costs"]).reset_index(drop=True)
+            assert_same_rows(got, direct)
     clear_caches()
 
 
