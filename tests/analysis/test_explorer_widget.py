@@ -402,7 +402,7 @@ def _frame(**drop):
     ({"rows": "CARD", "arm": "none"}, "arm must be the rows' own, 'only:loss'"),
     ({"rows": "CARD", "probe": "none"}, "probe must be the rows' own, 'full'"),
 ])
-def test_bad_agents_paths_and_rows_are_refused_clearly(kw, error, agent_file, card_dir, tmp_path):
+def test_bad_agents_paths_and_rows_are_refused_clearly(kw, error, agent_file, tmp_path, request):
     broken = tmp_path / "broken.py"
     broken.write_text("import math\nmath.sqrt(-1)\n", encoding="utf-8")
     takes = tmp_path / "takes.py"
@@ -416,9 +416,9 @@ def test_bad_agents_paths_and_rows_are_refused_clearly(kw, error, agent_file, ca
                       "    def begin(self, brief):\n        pass\n\n    def act(self, observation):\n        pass\n",
                       encoding="utf-8")
     swap = {"FILE": str(agent_file), "BROKEN": str(broken), "TAKES": str(takes), "RAISES": str(raises)}
-    value = {"sop_copy": Sop, "FRAME-LACKING": _frame(gap=1, verdict=1), "EMPTY": _frame().iloc[:0],
-             "FRAME": _frame(), "CARD": card_dir / "rows.csv"}
-    kw = {k: value.get(v, v) if isinstance(v, str) else v for k, v in kw.items()}
+    value = {"sop_copy": lambda: Sop, "FRAME-LACKING": lambda: _frame(gap=1, verdict=1),
+             "EMPTY": lambda: _frame().iloc[:0], "FRAME": _frame, "CARD": lambda: request.getfixturevalue("card_dir") / "rows.csv"}  # a card costs seconds
+    kw = {k: value[v]() if isinstance(v, str) and v in value else v for k, v in kw.items()}
     kw = {k: swap[v.split(":")[0]] + ":" + v.split(":")[1] if isinstance(v, str) and v.split(":")[0] in swap else v
           for k, v in kw.items()}
     with pytest.raises(fb.FinbenchError, match=error) as caught:

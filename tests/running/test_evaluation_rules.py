@@ -530,3 +530,30 @@ def test_a_trusted_class_is_derived_across_seeds_only_if_it_says_it_ignores_the_
     label = E.COLUMNS.index("policy")
     assert [r[:label] + r[label + 1:] for r in _rows(parts)[0]] == [r[:label] + r[label + 1:] for r in _rows(parts)[1]]
     fb.clear_caches()
+
+
+def test_what_a_batch_froze_outside_evaluate_is_handed_back_by_the_next_evaluate_and_a_callers_freeze_is_kept():
+    """A batch run alone (`batch_mode`, as a direct `run_chunk` does) freezes its survivors with no `evaluate`
+    around it to hand them back: the next `evaluate` does (they were kept for good, and every later evaluate
+    counted them, a walk over each frozen object: 3.5 s of one test after a worker's earlier tests). An
+    object frozen by the caller itself stays frozen."""
+    import gc
+
+    from finbench.sim.play import batch_mode
+
+    gc.unfreeze()
+    corpus = fb.make_corpus(n_tasks=6)
+    with batch_mode():
+        kept = [fb.run_episode(task, "sop", 0) for task in corpus.tasks]
+    assert gc.get_freeze_count() > 0  # the batch's survivors
+    fb.evaluate(corpus, ["sop"], seeds=[0], cache=False)
+    assert gc.get_freeze_count() == 0 and len(kept) == 6
+
+    gc.freeze()  # the caller's own (as a server does before it forks)
+    mine = gc.get_freeze_count()
+    try:
+        assert mine > 0
+        fb.evaluate(corpus, ["sop"], seeds=[0], cache=False)
+        assert gc.get_freeze_count() >= mine
+    finally:
+        gc.unfreeze()

@@ -51,16 +51,28 @@ def run(*args) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+CARDS = {"v1": ("V1", SEEDS), "v2": ("V2", SEEDS), "markup": ("Markup", SEEDS), "v2_one_seed": ("V2", 1)}
+
+
+class _Cards(dict):
+    """Each card made when a test first asks for it (a card costs seconds, mostly its figures): a worker makes
+    only those its tests read."""
+
+    def __init__(self, base: Path, agents: Path):
+        super().__init__()
+        self.base, self.agents = base, agents
+
+    def __missing__(self, name: str) -> Path:
+        cls, seeds = CARDS[name]
+        code, _, err = run("eval", f"{self.agents}:{cls}", "--n-tasks", N_TASKS, "--seeds", seeds, "--no-cache",
+                           "--out", self.base / name)
+        assert code == 0, err
+        self[name] = self.base / name
+        return self[name]
+
+
 @pytest.fixture(scope="session")
 def cards(tmp_path_factory, agents_file) -> dict:
-    """Cards of V1, V2 and a name that is markup on one run, and V2's under one seed (another run)."""
-    base = tmp_path_factory.mktemp("cards")
-    made = {}
-    for name, cls, seeds in (("v1", "V1", SEEDS), ("v2", "V2", SEEDS), ("markup", "Markup", SEEDS),
-                             ("v2_one_seed", "V2", 1)):
-        code, _, err = run("eval", f"{agents_file}:{cls}", "--n-tasks", N_TASKS, "--seeds", seeds, "--no-cache",
-                           "--out", base / name)
-        assert code == 0, err
-        made[name] = base / name
-    return made
-
+    """Cards of V1, V2 and a name that is markup on one run, and V2's under one seed (another run), by name;
+    each made at its first use."""
+    return _Cards(tmp_path_factory.mktemp("cards"), agents_file)

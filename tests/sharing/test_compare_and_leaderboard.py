@@ -19,6 +19,9 @@ from finbench.sharing.leaderboard import leaderboard
 from finbench.sharing.submitted import read_submitted
 from tests.sharing.conftest import N_TASKS, SEEDS, run as _run
 
+# on one worker: the cards these modules read are made once (each costs seconds), not on both
+pytestmark = pytest.mark.xdist_group("sharing_cards")
+
 
 def _subs(*paths):
     return [s for p in paths for s in read_submitted(p)]

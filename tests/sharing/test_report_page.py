@@ -14,6 +14,9 @@ from bs4 import BeautifulSoup
 
 from tests.sharing.conftest import AGENTS
 
+# on one worker: the cards these modules read are made once (each costs seconds), not on both
+pytestmark = pytest.mark.xdist_group("sharing_cards")
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

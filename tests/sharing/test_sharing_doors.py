@@ -15,6 +15,9 @@ from finbench.sharing.leaderboard import leaderboard
 from finbench.sharing.submitted import read_submitted
 from tests.sharing.conftest import run
 
+# on one worker: the cards these modules read are made once (each costs seconds), not on both
+pytestmark = pytest.mark.xdist_group("sharing_cards")
+
 
 def _edited(card, to, edit_rows=None, edit_card=None):
     shutil.copytree(card, to)
