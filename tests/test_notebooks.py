@@ -3,7 +3,6 @@ byte for byte; what it writes is then checked by content. One episode cache serv
 from pathlib import Path
 
 import pandas as pd
-import papermill
 import pytest
 
 import finbench as fb
@@ -82,6 +81,8 @@ def test_every_notebook_is_covered():
 
 
 def _execute(stem: str, out: Path, cache: Path) -> Path:
+    import papermill  # here: its import (nbformat's schemas) costs each test worker's collection seconds
+
     path = ROOT / "notebooks" / f"{stem}.ipynb"
     declared = set(papermill.inspect_notebook(str(path)))
     params = {**NOTEBOOKS[stem][0], "tables_dir": str(out / "tables"), "figures_dir": str(out / "figures"),

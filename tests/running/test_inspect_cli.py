@@ -27,7 +27,11 @@ from tests.agents.test_llm import Loopback, Script
 
 pytestmark = pytest.mark.slow  # runs the inspect command line in subprocesses (make test-fast leaves it out)
 
-pytest.importorskip("inspect_ai")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _inspect_installed():
+    pytest.importorskip("inspect_ai")  # when the tests run, not at collection: the import costs seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "inspect.md"
