@@ -301,6 +301,7 @@ def _saver(path, n):
         corpus.save(path)
 
 
+@pytest.mark.slow  # processes saving at once
 def test_concurrent_saves_are_atomic(tmp_path):
     path = tmp_path / "c.jsonl"
     fb.make_corpus(n_tasks=30).save(path)

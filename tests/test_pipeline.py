@@ -141,6 +141,7 @@ def test_experiments_start_longest_first_and_a_new_one_first_of_all():
     assert len(rest) >= 5 and [times[n] for n in rest] == sorted((times[n] for n in rest), reverse=True)
 
 
+@pytest.mark.slow  # a notebook on a kernel
 def test_a_failing_cell_still_raises_and_the_kernel_chatter_stays_quiet(tmp_path, capfd):
     """The kernel's own log is silenced (start-up and shutdown chatter), never a notebook's error."""
     import nbformat

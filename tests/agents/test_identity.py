@@ -157,6 +157,7 @@ def test_no_stable_identity_runs_uncached_and_says_so(tmp_path, capsys):
     assert len(got) == len(SMALL) and got.attrs["loaded"] == {"locked": 0}
 
 
+@pytest.mark.slow  # a subprocess
 def test_the_identity_is_the_same_in_another_process():
     code = ("import sys; sys.path.insert(0, '.'); from tests.agents.test_identity import Patient; "
             "from finbench.agents.identity import identity; print(identity(Patient), identity(Patient(130)))")
@@ -250,6 +251,7 @@ def test_cache_id_none_on_the_policy_opts_out():
     assert PolicyRef.of(Declared).cache_key().startswith("user:Declared:v1:")
 
 
+@pytest.mark.slow  # worker processes
 def test_a_replaced_registration_reaches_worker_processes():
     try:
         register_policy("mine_workers", ShipNow)

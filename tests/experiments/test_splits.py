@@ -136,6 +136,7 @@ class _Odd(Exception):
         super().__init__(f"{what} at {where}")
 
 
+@pytest.mark.slow  # worker processes
 def test_an_error_in_a_worker_reaches_the_caller_named():
     run = fb.Run.make(master_seed=909, n_tasks=12, seeds=range(1), n_boot=20, cache=False, n_jobs=2)
 

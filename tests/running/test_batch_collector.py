@@ -37,6 +37,7 @@ print(gc.collect())
 """
 
 
+@pytest.mark.slow  # a subprocess
 @pytest.mark.parametrize("share", [False, True])
 def test_the_package_policies_leave_no_cyclic_garbage(share):
     """What makes skipping the closing collection safe: with the collector off throughout, a chunk of every

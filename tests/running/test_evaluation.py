@@ -21,6 +21,7 @@ SMALL = fb.make_corpus(n_tasks=40)
 POLS = ["random", "sop", "finality_gate", "majority_vote"]
 
 
+@pytest.mark.slow  # worker processes
 def test_same_rows_for_any_n_jobs():
     a = evaluate(SMALL, POLS, seeds=range(3), n_jobs=1, cache=False)
     b = evaluate(SMALL, POLS, seeds=range(3), n_jobs=2, cache=False)
@@ -35,6 +36,7 @@ def test_same_rows_for_any_n_jobs():
     assert key == sorted(key)
 
 
+@pytest.mark.slow  # a dask cluster's processes
 def test_same_rows_through_dask():
     distributed = pytest.importorskip("distributed")
     a = evaluate(SMALL, POLS, seeds=range(2), n_jobs=1, cache=False)

@@ -136,6 +136,7 @@ print(json.dumps(out, sort_keys=True))
 """
 
 
+@pytest.mark.slow  # a subprocess
 def test_same_results_in_another_process_and_hashseed():
     outs = []
     for hs in ("0", "4242"):
