@@ -305,3 +305,29 @@ def test_a_short_key_is_not_scrubbed_into_the_play(run, tmp_path, monkeypatch, s
     assert res.position == fb.run_episode(task, Script(), 0).position
     replay = ModelAgent(MODEL, None, api_key_env=KEY_ENV, transcripts=tmp_path).episode(task, 0)
     assert replay.position == res.position and replay.n_calls == res.n_calls
+
+
+def test_a_prompt_is_named_by_a_hash_of_its_canonical_json():
+    """`llm_prompt.canon`: sorted keys, no spaces, characters kept as they are (what the prompt hash and a
+    request's sha are taken of)."""
+    import hashlib
+
+    from finbench.agents.llm_prompt import canon, prompt_hash
+
+    assert canon({"b": [1, "é"], "a": {"d": None, "c": 2.5}}) == '{"a":{"c":2.5,"d":null},"b":[1,"é"]}'
+    expected = hashlib.sha256('["système",[{"name":"wait"}],{"max_tokens":64,"temperature":0}]'.encode())
+    assert prompt_hash("système", [{"name": "wait"}], {"temperature": 0, "max_tokens": 64}) == \
+        expected.hexdigest()[:12]
+
+
+def test_a_prompt_file_is_read_as_utf8_whatever_the_locale(tmp_path, monkeypatch):
+    """`system_prompt` reads UTF-8 under any locale: here a Latin-1 one stands for the locale's default."""
+    import io
+
+    from finbench.agents.llm_prompt import PROMPT_FILE, system_prompt
+
+    path = tmp_path / "prompt.txt"
+    path.write_bytes("  Vérifiez l’état du paiement.\n".encode("utf-8"))
+    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "latin-1")
+    assert system_prompt(path) == "Vérifiez l’état du paiement."
+    assert system_prompt() == PROMPT_FILE.read_bytes().decode("utf-8").strip()

@@ -235,3 +235,121 @@ def test_the_notebooks_timeout_and_max_tokens_reach_the_server(tmp_path, key):
     headers = [read_transcript(p)[0] for p in (tmp_path / "data" / "model_runs").rglob("*.jsonl")]
     assert {h["params"]["max_tokens"] for h in headers} == {64}
     _no_key_anywhere(tmp_path)
+
+
+# --- the model runner's own rules (finbench.running.model_runs), with an agent that needs no server --------
+
+class _Closer:
+    """Stands in for `ModelAgent` in `model_runs`: closes every case at once. Every copy shares `seen` (what
+    was claimed, where each episode was played) and `made` (the arguments each agent was made with); a pair
+    in `busy` is held by another process until waited for."""
+
+    made: list = []
+
+    def __init__(self, model, base_url=None, busy=(), **kw):
+        self.model = self.name = model
+        self.malformed, self.ended = 0, None
+        self.busy, self.seen, self.copies = set(busy), [], [0]
+        self.made_with = (model, base_url, kw)
+        _Closer.made.append(self)
+
+    def __copy__(self):
+        twin = object.__new__(_Closer)
+        twin.__dict__.update(self.__dict__)
+        self.copies[0] += 1
+        return twin
+
+    def claim(self, task_id, seed, wait=True):
+        self.seen.append(("claim", task_id, seed, wait))
+        return wait is True or (task_id, seed) not in self.busy
+
+    def inspect(self, task_id, seed):
+        return "finished"
+
+    def bind(self, task_id, seed):
+        self.key = (task_id, seed)
+
+    def begin(self, brief):
+        import threading
+
+        self.order = brief["order_id"]
+        self.seen.append(("played", self.key, threading.current_thread().name))
+
+    def act(self, obs):
+        return "close", {"order_id": self.order}
+
+    def end(self, outcome):
+        pass
+
+    def release(self):
+        pass
+
+
+@pytest.fixture
+def closer(monkeypatch):
+    from finbench.running import model_runs as R
+
+    _Closer.made = []
+    monkeypatch.setattr(R, "ModelAgent", _Closer)
+    return R
+
+
+def _pairs(run):
+    return [(t.task_id, s) for t in run.corpus.tasks for s in run.seeds]
+
+
+def test_run_model_hands_its_usage_to_the_agent_and_plays_on_as_many_threads_as_asked(closer):
+    run = fb.Run(fb.make_corpus(n_tasks=3), seeds=[0, 1], policies=["finality_gate"], cache=False)
+    usage = object()
+    rows = closer.run_model(run, "m", "http://127.0.0.1:9/v1", usage=usage, max_connections=2, progress=False,
+                            transcripts="somewhere")
+    agent, = _Closer.made
+    model, url, kw = agent.made_with
+    assert (model, url, kw["usage"], kw["transcripts"]) == ("m", "http://127.0.0.1:9/v1", usage, "somewhere")
+    assert list(zip(rows["task_id"], rows["seed"])) == _pairs(run)
+    assert {s[2].startswith("finbench-episode-") for s in agent.seen if s[0] == "played"} == {True}
+    assert set(rows["disposition"]) == {"close"} and set(rows["policy"]) == {"m"}
+    with pytest.raises(fb.FinbenchError, match="run_model"):
+        closer.run_model(run, "m", "http://127.0.0.1:9/v1", max_connections=0, progress=False)
+
+
+def test_each_thread_plays_its_episodes_on_one_copy_and_a_busy_episode_is_waited_for(closer):
+    """`_rows` with two connections: the episodes run on worker threads, each thread with one copy of the
+    agent (not one per episode); a transcript another process holds is left for later, then waited for."""
+    run = fb.Run(fb.make_corpus(n_tasks=3), seeds=[0, 1], policies=["finality_gate"], cache=False)
+    pairs = _pairs(run)
+    agent = _Closer("m", "http://127.0.0.1:9/v1", busy=[pairs[1]])
+    rows = closer._rows(run, agent, only_finished=False, progress=False, max_connections=2)
+    assert list(zip(rows["task_id"], rows["seed"])) == pairs  # the busy one too, in its place
+    played = [s for s in agent.seen if s[0] == "played"]
+    assert sorted(p[1] for p in played) == sorted(pairs)
+    assert all(p[2].startswith("finbench-episode-") for p in played if p[1] != pairs[1])  # the busy one: alone
+    assert 1 <= agent.copies[0] <= 2 * 2  # a copy per worker thread, in each of the two passes
+    assert [s for s in agent.seen if s[0] == "claim" and s[1:3] == pairs[1]] == [
+        ("claim", *pairs[1], False), ("claim", *pairs[1], True)]
+
+
+def test_model_episodes_read_data_model_runs_by_default(closer):
+    run = fb.Run(fb.make_corpus(n_tasks=2), seeds=[0], policies=["finality_gate"], cache=False)
+    rows = closer.model_episodes(run, models=["m"])
+    agent, = _Closer.made
+    model, url, kw = agent.made_with
+    assert (model, url, kw["transcripts"]) == ("m", None, "data/model_runs")
+    assert list(rows["task_id"]) == [t.task_id for t in run.corpus.tasks] and set(rows["policy"]) == {"m"}
+
+
+def test_transcript_models_warn_of_a_whole_first_line_that_names_no_model(tmp_path):
+    from finbench.agents.llm import TranscriptWarning
+    from finbench.running.model_runs import transcript_models
+
+    folder = tmp_path / "runs" / "m-0123"
+    folder.mkdir(parents=True)
+    (folder / "ord-0001__seed0__0123456789ab.jsonl").write_text(json.dumps({"kind": "header", "model": "m"}) + "\n")
+    (folder / "ord-0002__seed0__0123456789ab.jsonl").write_text(json.dumps({"kind": "request"}) + "\n")
+    (folder / "ord-0003__seed0__0123456789ab.jsonl").write_text('{"kind": "hea')  # being written right now
+    (folder / "notes.jsonl").write_text("not a transcript\n")
+    with pytest.warns(TranscriptWarning) as caught:
+        assert transcript_models(tmp_path / "runs") == ["m"]
+    assert [str(w.message) for w in caught] == [
+        f"transcript {folder / 'ord-0002__seed0__0123456789ab.jsonl'} has no header naming its model; skipped"]
+    assert transcript_models(tmp_path / "nowhere") == []

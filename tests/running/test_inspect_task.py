@@ -246,3 +246,78 @@ def test_the_inspect_eval_command_line(monkeypatch, tmp_path):
     assert log.eval.task_args["seeds"] == [0, 1]
     assert [s.id for s in log.samples] == ["ord-0001__seed0", "ord-0001__seed1", "ord-0002__seed0"]
     assert all(s.scores["finbench"].answer == "close" for s in log.samples)
+
+
+# --- the task's parts, without running an evaluation ----------------------------------------------------
+
+def test_the_task_carries_its_draw_its_name_and_its_generation_config():
+    from finbench.sim.constants import ENGINE_VERSION
+
+    corpus = fb.make_corpus(n_tasks=9)
+    sub = table5_subset(corpus, 4, 1)
+    task = inspect_task(corpus=corpus, subset_size=4, subset_seed=1, name="mine")
+    assert task.metadata == {"corpus": sub.fingerprint, "tasks": len(sub), "seeds": [0], "subset": "table5",
+                             "engine": ENGINE_VERSION, "subset_size": 4, "subset_seed": 1}
+    assert task.name == "mine" and task.dataset.name == "mine"
+    assert task.config.temperature == 0.0 and task.config.parallel_tool_calls is False
+    whole = inspect_task(corpus=corpus, subset="all")
+    assert "subset_size" not in whole.metadata and whole.metadata["tasks"] == 9
+
+
+def test_a_refused_call_is_charged_with_its_own_arguments_and_executes_nothing():
+    """`_charge` (a call Inspect refused before any tool): a known tool with well-formed arguments is charged
+    with them plus the refusal mark, so the environment answers an error and runs nothing; an unknown tool is
+    charged as no tool call with its arguments; arguments that are not an object as none."""
+    from types import SimpleNamespace
+
+    from finbench.agents.llm import NO_TOOL
+    from finbench.running.inspect_task import REFUSED, _charge
+
+    task = fb.make_corpus(n_tasks=1).tasks[0]
+    order = task.order_id
+    env = fb.FinalityEnv(task, 0)
+    env.reset()
+    _charge(env, SimpleNamespace(function="wait", arguments={"order_id": order, "ticks": 5}))
+    _charge(env, SimpleNamespace(function="fly", arguments={"order_id": order}))
+    _charge(env, SimpleNamespace(function="ship", arguments=["not", "an", "object"]))
+    assert [(tool, args) for _, tool, args in env.calls()] == [
+        ("wait", {"order_id": order, "ticks": 5, REFUSED: True}), (NO_TOOL, {"order_id": order}), ("ship", {})]
+    assert env.wait_calls == 0 and not env.done and env.calls_left == 40 - 3
+    assert sum(env.errors.values()) == 3
+
+
+def test_the_mock_model_counts_tokens_without_tiktoken():
+    """`_offline_mock`: Inspect's mock model counts four characters a token (at least one); any other model,
+    or a mock that has its own count, is left alone."""
+    import asyncio
+
+    from finbench.running.inspect_task import _estimate, _offline_mock
+
+    mock = get_model("mockllm/model", custom_outputs=[output(text="x")])
+    _offline_mock(mock)
+    assert vars(mock.api)["count_text_tokens"] is _estimate
+    assert [asyncio.run(mock.api.count_text_tokens(t)) for t in ("", "abc", "a" * 8, "a" * 43)] == [1, 1, 2, 10]
+    own = get_model("mockllm/model", custom_outputs=[output(text="x")])
+
+    async def count(text):
+        return 7
+
+    own.api.count_text_tokens = count
+    _offline_mock(own)
+    assert own.api.count_text_tokens is count
+
+
+def test_unscored_names_each_log_and_sample_that_was_not_scored():
+    from types import SimpleNamespace as NS
+
+    from finbench.running.inspect_task import unscored
+
+    scored = NS(id="a", scores={STORE_KEY: 1}, error=None)
+    bare = NS(id="b", scores=None, error=None)
+    failed = NS(id="c", scores={}, error=NS(message="Traceback (most recent call last):\\n  ...\\n"
+                                                    "ValueError: 'bad thing'\\n"))
+    ok = NS(status="success", error=None, eval=NS(task="finbench"), samples=[scored, bare, failed])
+    broken = NS(status="error", error=NS(message="RuntimeError: gone\nmore"), eval=NS(task="t5"), samples=None)
+    assert unscored([ok, broken]) == ["sample b: no score", "sample c: ValueError: 'bad thing",
+                                      "t5: log status error (RuntimeError: gone)"]
+    assert unscored([NS(status="success", error=None, eval=NS(task="x"), samples=[scored])]) == []

@@ -82,3 +82,16 @@ def test_a_caller_that_stops_reading_stops_new_work():
 def test_max_connections_is_a_positive_integer(bad):
     with pytest.raises(FinbenchError, match="max_connections"):
         check_connections("evaluate", bad)
+
+
+def test_the_workers_are_named_daemons():
+    """A Ctrl-C in the caller leaves the episodes in flight behind, as a killed process would: the workers
+    are daemon threads (the interpreter does not wait for them), named for the episode they play."""
+    seen = []
+
+    def where(i):
+        seen.append((threading.current_thread().daemon, threading.current_thread().name.rsplit("-", 1)[0]))
+        return i
+
+    assert list(overlapped(range(4), where, 2)) == [0, 1, 2, 3]
+    assert set(seen) == {(True, "finbench-episode")}
