@@ -48,7 +48,7 @@ def test_the_episodes_requests_overlap_up_to_the_connections(run, tmp_path):
     with MockServer(latency=0.05) as srv:
         M.run_model(run, "careful", srv.base_url, transcripts=tmp_path, progress=False, max_connections=6)
         assert srv.stats()["max_in_flight"] == 6
-    with MockServer(latency=0.05) as srv:
+    with MockServer(latency=0.005) as srv:  # one at a time whatever the latency: a short one keeps the run short
         M.run_model(run, "careful", srv.base_url, transcripts=tmp_path / "one", progress=False, max_connections=1)
         assert srv.stats()["max_in_flight"] == 1
 

@@ -120,7 +120,7 @@ def test_the_server_answers_429_above_k_in_flight_and_a_run_survives_it(tmp_path
     run = M.subset_run(fb.PUBLIC_SEED, 30, 12, 0, seeds=[0], cache=False)
     with MockServer(latency=0.05) as free:
         ref = M.run_model(run, "careful", free.base_url, transcripts=tmp_path / "free", progress=False,
-                          max_connections=1)
+                          max_connections=8)  # rows are the same for any concurrency (test_llm_concurrency)
     with MockServer(latency=0.05, max_in_flight=2) as srv:
         usage = M.Usage()
         rows = M.run_model(run, "careful", srv.base_url, transcripts=tmp_path / "limited", progress=False,
