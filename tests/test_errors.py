@@ -197,9 +197,9 @@ def test_huge_seq_is_graded_at_once_with_a_documented_code(tmp_path):
     proc, secs = _grade(tmp_path, lines, "--order", "A", "--amount", "50")
     assert proc.returncode == 2 and "+999999999999999995 more" in proc.stdout
     assert secs < 5  # includes interpreter start-up; grading itself is microseconds
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded host does not move it
     fb.grade_trace([json.loads(x) for x in lines], fb.Contract("A", 50))
-    assert time.perf_counter() - start < 0.1
+    assert time.process_time() - start < 0.1
 
 
 @pytest.mark.parametrize("digits, code", [(10_000, 3), (401, 3)])
