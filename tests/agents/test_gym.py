@@ -127,3 +127,52 @@ def test_registered_id_makes_the_environment_with_the_tool_schemas():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["FinalityBench-v0", "12", "close"]
+
+
+def test_an_observation_nothing_can_cut_to_size_becomes_an_error_keeping_the_clock_and_the_budget():
+    from finbench.agents.gym import MAX_TEXT, _fit
+
+    big = {"t": 130, "tool": "read_ledger", "calls_left": 7, "done": False,
+           "result": {f"line-{i}": "y" * 40 for i in range(2000)}}  # short keys: clipping cannot shrink it enough
+    obs, text = _fit(big)
+    assert set(obs) == {"t", "calls_left", "done", "error"} and (obs["t"], obs["calls_left"], obs["done"]) == (130, 7, False)
+    size = int(obs["error"].split("(", 1)[1].split(" ", 1)[0])
+    assert size > MAX_TEXT
+    assert obs["error"] == f"the observation ({size} characters of JSON) does not fit the observation space (16384)"
+    assert text == json.dumps(obs, sort_keys=True) and len(text) <= MAX_TEXT
+
+
+def test_the_gym_plays_under_the_costs_it_is_given_and_says_the_budget_at_reset(corpus):
+    costs = fb.Costs(step_budget=7)
+    env = FinalityGym(corpus, costs=costs)
+    assert env.costs is costs
+    _, info = env.reset(seed=0)
+    assert info["calls_left"] == 7 and info["observation"]["calls_left"] == 7
+    for _ in range(7):
+        text, reward, done, _, info = env.step("not a tool call")
+    assert done and info["calls_left"] == 0 and info["disposition"] == "close"
+
+
+def test_a_bad_profile_or_costs_and_a_step_before_reset_are_named(corpus):
+    with pytest.raises(fb.FinbenchError, match=r"^FinalityGym: profile must be a FaultProfile, got 'high'"):
+        FinalityGym(corpus, profile="high")
+    with pytest.raises(fb.FinbenchError, match=r"^FinalityGym: costs must be a Costs, got 3"):
+        FinalityGym(corpus, costs=3)
+    with pytest.raises(fb.FinbenchError, match=r"\(e\.g\. 'ord-0001'\), got 'nope'"):
+        FinalityGym(corpus).reset(options={"task_id": "nope"})
+    with pytest.raises(RuntimeError, match=r"^FinalityGym\.step before reset\(\)$"):
+        FinalityGym(corpus).step("{}")
+
+
+@pytest.mark.parametrize("action, why", [
+    ([1, 2], 'expected {"name": ..., "arguments": {...}}, got a JSON list'),
+    ("5", 'expected {"name": ..., "arguments": {...}}, got a JSON int'),
+    (object(), 'expected {"name": ..., "arguments": {...}}, got a object'),
+    ({"name": "wait", "arguments": "[1]"}, "arguments are not a JSON object, got a JSON list"),
+    ({"name": "wait", "arguments": 2.5}, "arguments are not a JSON object, got a JSON float"),
+])
+def test_an_action_that_is_no_tool_call_is_answered_saying_what_it_was(corpus, action, why):
+    env = FinalityGym(corpus)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(action)
+    assert info["observation"]["error"] == "not a tool call: " + why

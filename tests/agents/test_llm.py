@@ -254,7 +254,8 @@ def test_malformed_tool_calls_are_answered_and_counted(run, tmp_path, key):
     assert "one tool call per turn" in errors[4]  # the second call of turn 4, not executed
     # every malformed call cost a call of the budget, like any bad call
     assert res.actions[0][1] == "probe_processor" and "error" in res.actions[0][3]
-    assert recs[-1]["malformed"] == 5
+    assert recs[-1] == {"kind": "end", "malformed": 5, "requests": agent.requests, "position": res.position,
+                        "gap": res.gap, "exact": res.exact, "disposition": res.disposition, "n_calls": res.n_calls}
 
 
 def test_a_model_that_never_disposes_is_closed_by_the_budget(run, tmp_path, key):
@@ -331,3 +332,118 @@ def test_a_prompt_file_is_read_as_utf8_whatever_the_locale(tmp_path, monkeypatch
     monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "latin-1")
     assert system_prompt(path) == "Vérifiez l’état du paiement."
     assert system_prompt() == PROMPT_FILE.read_bytes().decode("utf-8").strip()
+
+
+def test_the_lock_without_flock_is_a_file_holding_its_pid_taken_over_from_a_dead_holder(tmp_path):
+    """`TranscriptLock._acquire_excl`, the lock of platforms without `fcntl`: the file is created exclusively with
+    the holder's pid; a second lock does not get it (without waiting); a file left by a dead process is taken."""
+    import os
+
+    from finbench.agents.llm_transcripts import TranscriptLock
+
+    transcript = tmp_path / "m" / "ord-0001__seed0__0123456789ab.jsonl"
+    transcript.parent.mkdir()
+    first = TranscriptLock(transcript, ("ord-0001", 0), shared=False)
+    assert first._acquire_excl(wait=False)
+    assert first.path.read_text() == f"{os.getpid()}\n"
+    other = []  # on a thread: a lock that waited although told not to would hang the test
+    waiter = threading.Thread(target=lambda: other.append(
+        TranscriptLock(transcript, ("ord-0001", 0), shared=False)._acquire_excl(wait=False)), daemon=True)
+    waiter.start()
+    waiter.join(5)
+    assert other == [False]
+    os.close(first.fd)
+    first.path.write_text(f"{2**22 + 1}\n")  # above any Linux pid: no such process
+    second = TranscriptLock(transcript, ("ord-0001", 0), shared=False)
+    assert second._acquire_excl(wait=False) and second.path.read_text() == f"{os.getpid()}\n"
+    os.close(second.fd)
+
+
+def test_a_transcript_in_the_folder_named_the_old_way_is_adopted_by_the_model_its_header_names(tmp_path):
+    from finbench.agents.llm_transcripts import adopt_legacy, transcript_path
+
+    mine = transcript_path(tmp_path, "org/m", "ord-0001", 0, "0123456789ab")
+    theirs = transcript_path(tmp_path, "org/m", "ord-0002", 0, "0123456789ab")
+    (tmp_path / "org_m").mkdir()  # 'org/m' and 'org_m' shared this folder before names carried a hash
+    (tmp_path / "org_m" / mine.name).write_text(json.dumps({"kind": "header", "model": "org/m"}) + "\n")
+    (tmp_path / "org_m" / theirs.name).write_text(json.dumps({"kind": "header", "model": "org_m"}) + "\n")
+    adopt_legacy(mine, "org/m")
+    adopt_legacy(theirs, "org/m")
+    assert json.loads(mine.read_text())["model"] == "org/m" and not (tmp_path / "org_m" / mine.name).exists()
+    assert not theirs.exists() and (tmp_path / "org_m" / theirs.name).exists()
+
+
+def test_a_lock_file_unlinked_between_its_open_and_its_lock_is_opened_again(tmp_path, monkeypatch):
+    """The last holder may unlink the lock file after this process opened it and before it locked it: the lock
+    taken is then on a file no one else will open, so it starts over (here the first look finds it gone)."""
+    import os
+
+    from finbench.agents.llm_transcripts import TranscriptLock
+
+    lock = TranscriptLock(tmp_path / "ord-0001__seed0__0123456789ab.jsonl", ("ord-0001", 0), shared=False)
+    real, looks = os.stat, []
+
+    def stat(path, *a, **k):
+        if str(path) == str(lock.path):
+            looks.append(path)
+            if len(looks) == 1:
+                raise FileNotFoundError(path)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(os, "stat", stat)
+    assert lock.acquire(wait=False) is True and len(looks) == 2
+    monkeypatch.undo()
+    assert lock.path.read_text() == f"{os.getpid()}\n"
+    lock.release()
+
+
+def test_a_transcript_out_of_order_is_unreplayable_naming_the_line_and_what_it_holds(tmp_path):
+    from finbench.agents.llm_transcripts import Unreplayable, load_transcript
+
+    path = tmp_path / "ord-0001__seed0__0123456789ab.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in ({"kind": "header", "model": "m"},
+                                                       {"kind": "response", "turn": 0})) + "\n")
+    with pytest.raises(Unreplayable) as caught:
+        load_transcript(path, "m")
+    assert str(caught.value) == "line 2: not the request of turn 0 (kind 'response', turn 0)"
+
+
+def test_an_agent_tallies_its_requests_in_the_usage_it_is_given(run, tmp_path, key):
+    from finbench.agents.llm_traffic import Usage
+
+    task, usage = run.corpus.tasks[0], Usage()
+    srv = Loopback()  # every reply says 1 prompt token and 1 completion token
+    try:
+        agent = ModelAgent(MODEL, srv.base_url, api_key_env=KEY_ENV, transcripts=tmp_path, usage=usage)
+        res = agent.episode(task, 0)
+    finally:
+        srv.close()
+    assert agent.usage is usage
+    assert (usage.requests, usage.input_tokens, usage.output_tokens, usage.estimated_requests) == \
+        (res.n_calls, res.n_calls, res.n_calls, 0)
+    assert len(usage.seconds) == res.n_calls and all(round(s, 3) == s for s in usage.seconds)  # to the ms
+    first = read_transcript(agent.path(task.task_id, 0))[1]["messages"]
+    assert [m["role"] for m in first] == ["system", "user"]
+
+
+def test_replies_without_a_usage_are_estimated_from_the_whole_conversation_and_its_tools(run, tmp_path):
+    from finbench.agents.mock_server import MockServer
+
+    with MockServer(usage=False) as srv:
+        agent = ModelAgent("careful", srv.base_url, transcripts=None)
+        res = agent.episode(run.corpus.tasks[0], 0)
+    u = agent.usage
+    assert u.requests == res.n_calls == u.estimated_requests
+    assert u.input_tokens >= u.requests * len(json.dumps(agent.tools)) // 4  # the schemas alone, each request
+
+
+def test_a_shared_lock_file_is_unlinked_by_its_last_holder_only(tmp_path):
+    from finbench.agents.llm_transcripts import TranscriptLock
+
+    transcript = tmp_path / "ord-0001__seed0__0123456789ab.jsonl"
+    a, b = (TranscriptLock(transcript, ("ord-0001", 0), shared=True) for _ in range(2))
+    assert a.acquire(wait=False) and b.acquire(wait=False)  # two readers at once
+    a.release()
+    assert a.path.exists()  # b still holds it
+    b.release()
+    assert not a.path.exists()

@@ -102,3 +102,26 @@ def test_copies_of_an_agent_share_its_tally_and_a_pickled_one_has_its_own():
     assert back is not u and back.asked == 1
     back.episode(1, 0, 0, None)  # its lock works
     assert back.asked == 2 and u.asked == 1
+
+
+def test_latency_median_and_p90_and_tokens_counted_or_estimated():
+    from math import ceil
+
+    odd, even = Usage(), Usage()
+    odd.seconds, even.seconds = [0.4, 0.1, 0.2], [0.1, 0.2, 0.3, 1.0]
+    assert (odd.summary()["latency_median_s"], odd.summary()["latency_p90_s"]) == (0.2, 0.4)
+    assert (even.summary()["latency_median_s"], even.summary()["latency_p90_s"]) == (0.25, 1.0)
+    assert Usage().summary()["latency_median_s"] is None
+    u = Usage()
+    u.request(0.1, {"usage": {"prompt_tokens": 0, "completion_tokens": 3}}, lambda: "x" * 400)  # 0 is a count
+    assert (u.input_tokens, u.output_tokens, u.estimated_requests) == (0, 3, 0)
+    message = {"role": "assistant", "content": "y" * 41}
+    u.request(0.1, {"choices": [{"message": message}]}, lambda: "x" * 400)  # no usage: estimated, 4 chars a token
+    assert (u.input_tokens, u.output_tokens, u.estimated_requests) == (100, 3 + ceil(len(str(message)) / 4), 1)
+
+
+def test_the_gate_counts_every_attempt_sent():
+    gate = Gate(ceiling=4)
+    gate.release(gate.acquire(), refused=False)
+    gate.release(gate.acquire(), refused=True)
+    assert (gate.sent, gate.limited, gate.in_flight) == (2, 1, 0)

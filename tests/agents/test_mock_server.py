@@ -159,3 +159,143 @@ def test_the_command_serves_until_idle_and_refuses_a_taken_port(capsys):
     assert main(["mock-server", "--port", "0", "--idle-exit", "0.5", "--latency", "0"]) == 0
     out = capsys.readouterr().out
     assert "serving http://127.0.0.1:" in out and "stopped; 0 requests received" in out
+
+
+# --- the strategy's and the server's rules, without a client --------------------------------------------------
+
+def test_a_confirmed_failure_is_retried_under_key_2_and_an_error_answer_is_followed_by_a_probe():
+    brief = {"order_id": "ord-9", "t": 120, "ship_by": 600}
+    msgs = [{"role": "system", "content": "x"}, {"role": "user", "content": brief_message(brief)}]
+    failed = {"t": 125, "tool": "probe_processor", "result": {"captures": [{"id": "cap-1", "status": "failed"}]}}
+    msgs.append({"role": "tool", "content": json.dumps(failed)})
+    assert careful_call(msgs) == ("retry_capture", {"order_id": "ord-9", "idempotency_key": "key-2"})
+    refused = {"t": 126, "calls_left": 37, "error": "your reply had no tool call; make exactly one tool call per turn"}
+    assert careful_call([*msgs, {"role": "user", "content": json.dumps(refused)}]) == \
+        ("probe_processor", {"order_id": "ord-9"})
+
+
+class _Asked:
+    """A POST as `BaseHTTPRequestHandler` holds it (body, headers), and what the server answered to it."""
+
+    def __init__(self, body):
+        import io
+
+        raw = json.dumps(body).encode()
+        self.rfile, self.wfile = io.BytesIO(raw), io.BytesIO()
+        self.headers = {"Content-Length": str(len(raw))}
+        self.status, self.sent = None, {}
+
+    def send_response(self, status):
+        self.status = status
+
+    def send_header(self, key, value):
+        self.sent[key] = value
+
+    def end_headers(self):
+        pass
+
+    def answer(self) -> dict:
+        return json.loads(self.wfile.getvalue())
+
+
+def _counts(**kw) -> dict:
+    return {"requests": 1, "answered": 0, "rate_limited": 0, "context_refused": 0, "bad_requests": 0,
+            "max_in_flight": 1, "max_in_flight_answered": 1, **kw}
+
+
+def test_a_request_is_answered_with_the_careful_call_as_a_chat_completion_with_its_usage():
+    messages = [{"role": "system", "content": "x"},
+                {"role": "user", "content": brief_message({"order_id": "ord-9", "t": 120, "ship_by": 600})}]
+    with MockServer() as srv:
+        asked = _Asked({"model": "m", "messages": messages})
+        srv._handle(asked)
+        assert srv.stats() == _counts(answered=1)
+    reply = asked.answer()
+    assert asked.status == 200 and asked.sent["Content-Type"] == "application/json"
+    call = reply["choices"][0]["message"]["tool_calls"][0]
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == \
+        ("probe_processor", {"order_id": "ord-9"})
+    assert {k: reply[k] for k in ("id", "object", "created", "model")} == \
+        {"id": "chatcmpl-0", "object": "chat.completion", "created": 0, "model": "m"}
+    prompt = -(-len(json.dumps(messages)) // 4)  # four characters a token, rounded up
+    assert reply["usage"]["prompt_tokens"] == prompt
+    assert reply["usage"]["total_tokens"] == prompt + reply["usage"]["completion_tokens"]
+
+
+def test_the_server_refuses_an_empty_request_a_long_conversation_and_one_over_its_limit_in_flight():
+    with MockServer() as srv:
+        asked = _Asked({"messages": []})
+        srv._handle(asked)
+        assert srv.stats() == _counts(bad_requests=1)
+    assert (asked.status, asked.answer()) == (400, {"error": {"message": "messages must be a non-empty list",
+                                                              "type": "invalid_request_error", "code": 400}})
+    with MockServer(max_messages=1, wording="llamacpp") as srv:
+        asked = _Asked({"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]})
+        srv._handle(asked)
+        assert srv.stats() == _counts(context_refused=1)
+    assert (asked.status, asked.answer()) == (400, {"error": {
+        "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error", "code": 400}})
+    with MockServer(max_in_flight=0) as srv:  # every request is one too many
+        asked = _Asked({"messages": [{"role": "user", "content": "y"}]})
+        srv._handle(asked)
+        assert srv.stats() == _counts(rate_limited=1, max_in_flight_answered=0)
+    assert (asked.status, asked.sent["retry-after-ms"]) == (429, "50")
+    assert asked.answer() == {"error": {"message": "Rate limit reached: too many requests in flight",
+                                        "type": "rate_limit_error", "code": 429}}
+
+
+def test_the_models_list_names_the_model():
+    import urllib.request
+
+    with MockServer(model="m-1") as srv:
+        with urllib.request.urlopen(srv.base_url + "/models", timeout=5) as r:
+            assert json.loads(r.read()) == {"object": "list", "data": [{"id": "m-1", "object": "model"}]}
+
+
+def test_an_idle_server_looks_four_times_per_idle_period_and_stops(monkeypatch):
+    import threading
+
+    real, slept = time.sleep, []
+
+    def sleep(s):
+        if threading.current_thread() is not threading.main_thread():
+            slept.append(s)
+        real(s)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    srv = MockServer(idle_exit=0.2)
+    for _ in range(40):  # at most 2 s: it stops after about 0.25 s
+        if srv._closed:
+            break
+        real(0.05)
+    assert srv._closed and slept and set(slept) == {0.05}
+
+
+def test_the_command_says_what_it_serves_and_flushes_it_before_serving(monkeypatch):
+    import argparse
+    import sys
+
+    from finbench.agents.mock_server import main
+
+    class Out:
+        def __init__(self):
+            self.events = []
+
+        def write(self, text):
+            self.events.append(text)
+
+        def flush(self):
+            self.events.append(None)
+
+    monkeypatch.setattr(MockServer, "wait", MockServer.close)  # serve no request: what it says is the test
+    for max_in_flight, says in ((3, ", 429 above 3 in flight"), (None, "")):
+        out = Out()
+        monkeypatch.setattr(sys, "stdout", out)
+        args = argparse.Namespace(port=0, latency=0.0, max_in_flight=max_in_flight, max_messages=None,
+                                  wording="vllm", no_usage=False, idle_exit=0.1, model="careful")
+        assert main(args) == 0
+        monkeypatch.setattr(sys, "stdout", sys.__stdout__)
+        first = "".join(e for e in out.events[:out.events.index(None)] if e)
+        assert first.startswith("finbench mock-server: serving http://127.0.0.1:")
+        assert first.endswith(f"(model 'careful'; latency 0 s{says}); stops after 0.1 s without a request\n")

@@ -138,3 +138,55 @@ def test_registered_names_work_in_worker_processes():
     one = evaluate(SMALL, [label, "sop"], seeds=[0], n_jobs=1, cache=False)
     two = evaluate(SMALL, [label, "sop"], seeds=[0], n_jobs=2, cache=False)
     pd.testing.assert_frame_equal(one, two)
+
+
+def test_a_factory_declares_its_cache_id_as_its_own_attribute():
+    def make_patient():
+        return Patient()
+
+    assert PolicyRef.of(make_patient).cache_id is None  # undeclared: played afresh
+    make_patient.cache_id = "v3"
+    ref = PolicyRef.of(make_patient)
+    assert ref.cache_id == "user:patient:v3" and ref.label == "patient"
+
+
+def test_a_package_policy_object_holding_a_key_that_is_not_plain_data_is_a_users():
+    """An object of the package's own class is keyed as the package's only while its state is plain data, a
+    dict's keys included; a key that is not (here a frozenset) makes it a user's, played afresh."""
+    plain, odd = fb.get_policy("sop"), fb.get_policy("sop")
+    plain.extra, odd.extra = {"a": [1, 2.5]}, {frozenset({1}): 2}
+    assert PolicyRef.of(plain).cache_id.startswith("package:")
+    assert PolicyRef.of(odd).cache_id is None
+
+
+def test_a_reference_built_by_hand_is_keyed_by_its_factory_s_code():
+    """`PolicyRef(label, factory, cache_id)` with no source: the key holds the identity of the factory, so two
+    classes under one label and one cache_id never share episodes."""
+    class Quick(Patient):
+        ticks = 5
+
+    class Slow(Patient):
+        ticks = 50
+
+    quick, slow = (PolicyRef("patient", c, cache_id="v1") for c in (Quick, Slow))
+    assert quick.cache_key().startswith("v1:") and slow.cache_key().startswith("v1:")
+    assert quick.cache_key() != slow.cache_key()
+
+
+def test_one_name_and_knobs_pair_given_bare_is_one_policy():
+    (ref,) = resolve_policies(("sop", {"patience": 60}))
+    assert ref.label == "sop[patience=60]"
+
+
+def test_two_references_sharing_a_label_are_named_by_their_positions():
+    with pytest.raises(PolicyError, match=r"^policies 1 and 3 share the label 'sop'; rows could not be told apart"):
+        resolve_policies(["finality_gate", "sop", "optimistic", "sop"])
+
+
+def test_a_pair_with_knobs_that_are_no_dict_and_a_bad_label_are_named():
+    from finbench.agents.registry import as_ref
+
+    with pytest.raises(PolicyError, match=r"^knobs of 'sop' must be a dict, got \['patience'\]$"):
+        as_ref(("sop", ["patience"]))
+    with pytest.raises(PolicyError, match=r"^not a policy name or label: 'sop\[patience=60'$"):
+        parse_label("sop[patience=60")

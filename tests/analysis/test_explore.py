@@ -214,3 +214,23 @@ def test_bad_rows_are_refused(rows, error, closer_rows, tmp_path):
     with pytest.raises(fb.FinbenchError, match=error):
         read_rows(rows, "t")
     assert set(ROW_COLUMNS) <= set(closer_rows.columns)
+
+
+def test_an_agent_that_fails_to_import_is_named_with_its_error_and_its_own_line(tmp_path, monkeypatch):
+    (tmp_path / "agent_mod_that_raises_7f3a.py").write_text("x = 1\nraise RuntimeError('no   config\\nhere')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AgentLoadError) as caught:
+        load_agent("agent_mod_that_raises_7f3a:A")
+    assert caught.value.reason == "module agent_mod_that_raises_7f3a does not import: RuntimeError: no config here"
+    path = tmp_path / "raising.py"
+    path.write_text("x = 1\nraise RuntimeError('boom')\n")
+    with pytest.raises(AgentLoadError) as caught:
+        load_agent(f"{path}:A")
+    assert caught.value.reason == f"{path.resolve()} does not import: RuntimeError: boom (line 2, in <module>)"
+    with pytest.raises(fb.PolicyError, match=r"^policy_ref: policy must be a policy name or label .*, got 3$"):
+        policy_ref(3)
+    unread = tmp_path / "unread.py"
+    unread.write_text("import operator\nGETTER = operator.itemgetter(1)\n")  # a callable signature() cannot read
+    with pytest.raises(AgentLoadError) as caught:
+        load_agent(f"{unread}:GETTER")
+    assert caught.value.kind == "bad" and "whose arguments cannot be read" in caught.value.reason
