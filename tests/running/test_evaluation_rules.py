@@ -413,6 +413,7 @@ def test_cache_true_is_the_default_folder_and_the_counts_say_played_then_loaded(
 
     monkeypatch.setattr(E, "CACHE_DIR", tmp_path / "default")
     corpus = fb.make_corpus(n_tasks=3)
+    fb.clear_caches()  # played, not derived from what earlier tests left in this process's memos
     before = dict(EPISODES)
     fb.evaluate(corpus, ["sop"], seeds=[0, 1], cache=True)
     assert (EPISODES["played"] - before.get("played", 0), EPISODES["loaded"] - before.get("loaded", 0)) == (6, 0)

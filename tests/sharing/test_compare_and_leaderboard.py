@@ -91,6 +91,7 @@ def test_a_leaderboard_ranks_cards_by_mean_gap_beside_the_nine(cards, tmp_path):
         mine = t[t["policy"] == name].iloc[0]
         assert (mine["mean_gap"], mine["exact_pct"], list(mine["gap_ci"])) == (own["mean_gap"], own["exact_pct"],
                                                                              own["gap_ci"])
+    assert cards["v2_one_seed"].parent == cards["v1"].parent  # made now if no test made it before
     code, printed, err = _run("leaderboard", cards["v1"].parent, "--out", tmp_path)  # a folder of cards
     assert code == 64 and "seeds" in err  # v2_one_seed lies there too: another run, never mixed in
     code, printed, err = _run("leaderboard", cards["v1"], cards["v2"], "--out", tmp_path)
