@@ -107,3 +107,38 @@ def test_a_run_takes_one_to_a_million_bootstrap_resamples():
     for n in (0, 1_000_001):
         with pytest.raises(fb.FinbenchError, match=r"Run: n_boot must be an integer in \[1, 1000000\]"):
             fb.Run(corpus, n_boot=n)
+
+
+class _Told:
+    """Closes at once; told its case's end (`episode_end`)."""
+
+    def begin(self, brief):
+        self.order, self.outcome = brief["order_id"], None
+
+    def act(self, obs):
+        return "close", {"order_id": self.order}
+
+    def episode_end(self, outcome):
+        self.outcome = outcome
+
+
+def test_a_policy_with_episode_end_is_told_its_outcome_and_a_model_agent_its_task_and_seed():
+    from finbench.agents.llm import ModelAgent
+    from finbench.running.episode import played, tell_start
+
+    task = fb.make_corpus(n_tasks=2).tasks[1]
+    told = _Told()
+    env = played(fb.FinalityEnv(task, 3), told)
+    assert told.outcome == {"position": env.result().position, "gap": env.result().gap, "exact": False,
+                            "disposition": "close", "n_calls": 1}
+    agent = ModelAgent("m", None, transcripts=None)
+    tell_start(agent, task, 3)
+    assert agent._key == (task.task_id, 3)
+    wrapped, inner = type("Wrapper", (), {})(), ModelAgent("m", None, transcripts=None)
+    wrapped._policy = inner  # as `finbench eval` holds the user's policy
+    tell_start(wrapped, task, 4)
+    assert inner._key == (task.task_id, 4)
+
+
+def test_an_episode_s_default_seed_is_0():
+    assert fb.run_episode(fb.make_corpus(n_tasks=1).tasks[0], "sop").seed == 0

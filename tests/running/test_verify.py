@@ -119,3 +119,39 @@ def test_the_command_exits_1_naming_a_broken_derivation(monkeypatch, capsys):
     assert main(["verify", "--n-tasks", "30", "--seeds", "2", "--per-origin", "4"]) == 1
     err = capsys.readouterr().err
     assert "(derived_reads, " in err and ": fired_partial_commit is " in err
+
+
+def test_rows_read_back_from_a_csv_without_origin_are_compared_as_written():
+    """A shared rows.csv: its empty cells read back as missing and its numbers as written; compared as
+    such, every row equals its replay."""
+    import io
+
+    run = fb.Run(fb.make_corpus(n_tasks=6), seeds=(0,), policies=["sop"], cache=False)
+    rows = pd.read_csv(io.StringIO(run.evaluate().drop(columns="origin").to_csv(index=False)))
+    assert rows["call_errors"].isna().any()  # an empty text, read back as missing
+    assert verify(run, rows, per_origin=3).empty
+
+
+def test_the_rows_replayed_are_the_seeded_sample(monkeypatch):
+    import finbench.running.verify as V
+
+    run = fb.Run(fb.make_corpus(n_tasks=12), seeds=(0,), policies=["sop"], cache=False)
+    rows = run.evaluate()
+    replayed = []
+    real = V.episode_row
+    monkeypatch.setattr(V, "episode_row", lambda task, *a: replayed.append(task.task_id) or real(task, *a))
+    assert verify(run, rows, per_origin=4, seed=3).empty
+    assert replayed == [rows["task_id"][i] for i in sample(rows, 4, 3)]
+
+
+def test_verify_runs_replays_ten_rows_of_each_origin_of_each_run_under_seeds_0_1_and_so_on(monkeypatch, tmp_path):
+    import finbench.running.verify as V
+
+    small = fb.Run(fb.make_corpus(n_tasks=3), seeds=(0,), policies=["sop"])
+    monkeypatch.setattr(V, "notebook_runs", lambda n_tasks, seeds: [("a", small), ("b", small)])
+    asked = []
+    monkeypatch.setattr(V, "verify", lambda run, rows, per_origin, seed: asked.append((per_origin, seed))
+                        or pd.DataFrame(columns=["row"]))
+    lines = []
+    V.verify_runs(tmp_path, out=lines.append)
+    assert asked == [(10, 0), (10, 1)] and len(lines) == 2

@@ -38,3 +38,15 @@ def test_a_corpus_keeps_its_tasks_as_built():
 def test_a_corpus_of_something_else_is_refused(tasks):
     with pytest.raises(fb.CorpusError, match="Corpus: task"):
         fb.Corpus(tasks)
+
+
+@pytest.mark.parametrize("change, says", [
+    (dict(archetype="nope"), "archetype must be one of"),
+    (dict(retry_delay=-1), "retry_delay must be an integer in"),
+    (dict(twin_side="both"), "twin_side must be one of"),
+    (dict(twin_id="tw-x", twin_side=None), "twin_id and twin_side must both be set or both be null, got 'tw-x' and None"),
+], ids=["archetype", "retry-delay", "twin-side", "twin-half"])
+def test_a_bad_field_of_a_hand_built_task_is_named(change, says):
+    with pytest.raises(fb.CorpusError) as caught:
+        fb.FinalityEnv(dataclasses.replace(T, **change))
+    assert str(caught.value).startswith(f"FinalityEnv: task: task '{T.task_id}': {says}")
