@@ -555,6 +555,7 @@ def test_what_a_batch_froze_outside_evaluate_is_handed_back_by_the_next_evaluate
     try:
         assert mine > 0
         fb.evaluate(corpus, ["sop"], seeds=[0], cache=False)
-        assert gc.get_freeze_count() >= mine
+        # still frozen (handed back, the count would be 0); frozen objects freed meanwhile move it a little
+        assert gc.get_freeze_count() > mine // 2
     finally:
         gc.unfreeze()
