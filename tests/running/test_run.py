@@ -80,10 +80,12 @@ def test_sweep_shares_episodes_and_reprices(monkeypatch, tmp_path):
         got = out[(out.costs == costs_label(c)) & (out.policies == "sop, finality_gate")]
         assert_same_rows(got.drop(columns=["costs", "policies"]).reset_index(drop=True), direct)
     # nothing cached: the sweep still plays once and re-prices its other costs, and keeps nothing after it
+    clear_caches()
     for _ in range(2):
         calls.clear()
         alone = fb.sweep(base.replace(cache=False), {"costs": costs})
         assert len(calls) == 1
+        assert not running_run._MEMO and not running_run._REPRICERS  # the sweep's own memo ended with it
         first = alone.costs == "default"
         assert first.sum() == len(alone) // 3 and "repriced" not in set(alone.origin[first])
         assert (alone.origin[~first] == "repriced").all()
