@@ -107,3 +107,31 @@ def test_sweep_summarises_per_run():
     assert gate.iloc[0] == gate.iloc[1]  # the gate is fault-invariant
     with pytest.raises(ValueError, match="unknown Run field"):
         fb.sweep(base, {"n_jobs": [1, 2]})
+
+
+def test_seeds_label_names_a_contiguous_run_from_any_start():
+    from finbench.running.run import seeds_label
+
+    assert (seeds_label(range(5)), seeds_label([3, 4, 5]), seeds_label([3, 5, 6]), seeds_label([7, 8])) == (
+        "0..4", "3..5", "3,5,6", "7,8")
+
+
+def test_an_unknown_sweep_field_is_refused_naming_the_sweepable_ones():
+    with pytest.raises(fb.FinbenchError) as e:
+        fb.sweep(fb.Run(SMALL, seeds=[0], cache=False), {"colour": [1]})
+    assert str(e.value) == ("sweep: unknown Run field(s) ['colour']; sweepable: corpus, seeds, profile, costs, "
+                            "policies, probe, n_boot, boot_seed")
+
+
+def test_rows_of_two_memoised_policies_repriced_together_beside_one_played_are_each_their_own(tmp_path):
+    """Two policies memoised under other costs are re-priced in one frame and sliced apart; a third is played."""
+    clear_caches()
+    pols = ["sop", "finality_gate"]
+    fb.Run(SMALL, seeds=[0], policies=pols, cache=tmp_path).evaluate()
+    costs = fb.Costs(cogs_rate=0.4)
+    got = fb.Run(SMALL, seeds=[0], policies=[*pols, "optimistic"], costs=costs, cache=tmp_path).evaluate()
+    assert list(got.policy.unique()) == [*pols, "optimistic"]
+    for p in (*pols, "optimistic"):
+        direct = evaluate(SMALL, [p], seeds=[0], costs=costs, cache=False)
+        assert_same_rows(got[got.policy == p].reset_index(drop=True), direct)
+    clear_caches()
