@@ -352,7 +352,7 @@ def sweep(base: Run, grid: dict[str, list], summarise: Callable[[Run, Any], Any]
     store = _Store(OrderedDict(), OrderedDict(), private=True) if base.cache is False else None
     for combo in itertools.product(*(values[n] for n in names)):
         run = base.replace(**dict(zip(names, combo)))
-        df = _episodes(run, store) if store is not None and run.cache is False else run.evaluate()
+        df = _episodes(run, store)  # `run.evaluate()` when store is None
         out = summarise(run, df) if summarise is not None else df
         if not isinstance(out, pd.DataFrame):
             raise FinbenchError(f"sweep: summarise must return a DataFrame, got {show(out)}")
